@@ -1,0 +1,157 @@
+"""Typed configuration schemas, registered with Hydra's ConfigStore.
+
+Values live in configs/*.yaml; this module fixes the names and types, so that a mistyped key or a value of the
+wrong type fails when Hydra composes the config, before any work starts.
+
+Each group has one dataclass: DataConfig (configs/data/), ModelConfig (configs/model/), TrainConfig
+(configs/train/), DecodeConfig (configs/decode/). The three primary configs (train.yaml, evaluate.yaml,
+translate.yaml) are validated against TrainJobConfig, EvaluateJobConfig and TranslateJobConfig.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
+
+@dataclass
+class DataConfig:
+    name: str = "local"  # corpus name, used in run folders and caches, e.g. multi30k_en_de
+    source: str = "local"  # where the text comes from: "hub" (Hugging Face datasets) or "local" (files under root)
+    root: str = "data/local"  # folder of {split}.{lang}[.gz] files for source=local
+    src_lang: str = "en"  # source language code, e.g. en
+    tgt_lang: str = "de"  # target language code, e.g. de
+    train_splits: list[str] = field(default_factory=lambda: ["train"])  # training files, concatenated
+    valid_split: str = "valid"  # split used for validation loss and BLEU during training
+    test_split: str = "test"  # split evaluated at the end of training
+    hub_dataset: str = ""  # Hugging Face dataset for source=hub, e.g. wmt14
+    hub_config: str = ""  # its configuration, e.g. de-en
+    hub_splits: dict[str, str] = field(default_factory=dict)  # our split name -> hub split, e.g. valid: validation
+    streaming: bool = False  # stream the hub's training split instead of downloading it whole (WMT14 En-Fr)
+    max_train_pairs: Optional[int] = None  # keep only the first N training pairs; null = all
+    vocab_size: int = 8000  # joint sentencepiece BPE vocabulary: 8000 for Multi30k, 32768 for WMT
+    bpe_sample_sentences: int = 2_000_000  # sentences sampled to train BPE on large corpora
+    bpe_character_coverage: float = 1.0  # sentencepiece character_coverage, 1.0 for Latin scripts
+    max_tokens_per_sentence: int = 256  # drop training pairs with a side longer than this many BPE tokens
+    max_length_ratio: float = 3.0  # drop training pairs whose longer side exceeds ratio x shorter side (BPE)
+    deduplicate: bool = False  # drop repeated (source, target) training pairs
+    cache_dir: str = "${oc.env:RPR_NMT_CACHE,data/cache}"  # BPE models and encoded corpora, keyed by hash
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 512  # model width, 512 for base
+    n_heads: int = 8  # attention heads; d_head = d_model / n_heads
+    d_ff: int = 2048  # feed-forward inner width
+    n_encoder_layers: int = 6  # encoder depth
+    n_decoder_layers: int = 6  # decoder depth
+    dropout: float = 0.1  # on embeddings, residual branches and feed-forward activations
+    attention_dropout: float = 0.1  # on attention weights
+    max_relative_position: int = 16  # k, the clipping distance; 0 = no relative positions
+    relative_keys: bool = True  # a^K: relative term in the attention logits (eq. 4)
+    relative_values: bool = True  # a^V: relative term in the attention outputs (eq. 3)
+    sinusoidal: bool = False  # add the absolute sinusoidal encoding to the embeddings
+    share_relative_across_heads: bool = False  # one w^K / w^V table per layer (big) instead of one per head (base)
+    share_relative_across_layers: bool = False  # one set of tables for all layers of a stack
+    tie_embeddings: bool = True  # share source, target embeddings and output projection (joint vocabulary)
+    pre_norm: bool = False  # LayerNorm before each sublayer (True) or after the residual sum as in the paper
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = 100_000  # optimizer updates
+    max_tokens: int = 4096  # tokens per batch: padded source or target tokens, whichever is larger
+    update_freq: int = 1  # batches accumulated per update
+    seed: int = 1  # seeds model init, batch order and dropout
+    schedule: str = "noam"  # "noam": d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); "inverse_sqrt"
+    lr: float = 1.0  # noam: scale factor on the schedule; inverse_sqrt: the peak learning rate
+    warmup_steps: int = 4000  # linear warmup steps
+    adam_beta1: float = 0.9  # Adam beta1
+    adam_beta2: float = 0.98  # Adam beta2
+    adam_eps: float = 1e-9  # Adam epsilon
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 = plain Adam
+    label_smoothing: float = 0.1  # label-smoothed cross-entropy, padding ignored
+    clip_norm: float = 0.0  # gradient clipping by global norm; 0 = off
+    device: str = "auto"  # "auto" (cuda if available), "cpu" or "cuda"
+    precision: str = "fp32"  # "fp32", "bf16" (autocast) or "fp16" (autocast + grad scaler, CUDA only)
+    compile: bool = False  # wrap the model in torch.compile
+    log_every: int = 50  # steps between log lines and TensorBoard scalars
+    valid_every: int = 1000  # steps between validations (also run at the end)
+    save_every: int = 1000  # steps between checkpoints (one is always written at the end)
+    keep_last: int = 5  # checkpoints kept besides the best one
+    valid_bleu: bool = True  # decode part of the validation set for valid/bleu
+    valid_bleu_sentences: int = 500  # sentences decoded for valid/bleu (greedy)
+    best_metric: str = "loss"  # which validation figure picks the best checkpoint: "loss" or "bleu"
+    max_bad_steps: int = 5  # stop after this many non-finite losses in a row
+    average_last: int = 0  # at the end, also average the last N checkpoints; 0 = off
+    evaluate_at_end: bool = True  # decode valid and test with the decode config and store BLEU in the summary
+    max_time_minutes: Optional[float] = None  # stop (and save) after this much wall time; null = no limit
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 4  # beam width; 1 = greedy
+    length_penalty: float = 0.6  # alpha in lp(Y) = ((5 + |Y|) / 6)^alpha
+    max_len_a: float = 1.2  # maximum output length = a * source length + b
+    max_len_b: int = 10  # see max_len_a
+    min_len: int = 1  # minimum output length in tokens (eos excluded)
+    nbest: int = 1  # hypotheses returned per sentence
+    max_sentences: int = 128  # sentences decoded together
+    precision: str = "fp32"  # "fp32" or "bf16"
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+
+
+@dataclass
+class TrainJobConfig:
+    data: DataConfig = MISSING
+    model: ModelConfig = MISSING
+    train: TrainConfig = MISSING
+    decode: DecodeConfig = MISSING
+
+
+@dataclass
+class EvaluateJobConfig:
+    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    split: str = "test"  # split of the data config to decode
+    data: Optional[DataConfig] = None  # defaults to the data config stored in the checkpoint
+    decode: DecodeConfig = MISSING
+
+
+@dataclass
+class TranslateJobConfig:
+    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    input: str = "-"  # file of raw source sentences, "-" = stdin
+    output: str = "-"  # file for translations, "-" = stdout
+    decode: DecodeConfig = MISSING
+
+
+def _register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainJobConfig)
+    cs.store(name="evaluate_schema", node=EvaluateJobConfig)
+    cs.store(name="translate_schema", node=TranslateJobConfig)
+    for group, node in (
+        ("data", DataConfig),
+        ("model", ModelConfig),
+        ("train", TrainConfig),
+        ("decode", DecodeConfig),
+    ):
+        cs.store(group=group, name=f"{group}_schema", node=node)
+    if not OmegaConf.has_resolver("or_default"):
+        # Run folders are named after the command line's overrides; an empty override list gets a name too.
+        OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
+
+
+_register()
+
+
+def to_dict(node: Any) -> dict[str, Any]:
+    """Plain, resolved dict of a config node (what model and data code receive)."""
+    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+
