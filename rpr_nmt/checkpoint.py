@@ -1,8 +1,8 @@
 """Checkpoints: atomic writes, safe loading, averaging, and loading a model for inference.
 
-A checkpoint is a plain dict saved with torch.save and read back with torch.load(weights_only=True), so that
-loading a file never executes code. Keys (docs/architecture.md): model, config, bpe_model, bpe_sha256, step,
-optimizer, scheduler, scaler, data_state, rng, best.
+A checkpoint is a plain dict saved with torch.save and read back with torch.load(weights_only=True),
+so that loading a file never executes code. Keys (docs/architecture.md): model, config, bpe_model,
+bpe_sha256, step, optimizer, scheduler, scaler, data_state, rng, best.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 
 class CheckpointError(Exception):
-    """A checkpoint is missing, unreadable or of the wrong kind; the message says which and what to do."""
+    """A checkpoint is missing, unreadable or foreign; the message says which and what to do."""
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
@@ -41,7 +41,7 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint with weights_only=True; raise CheckpointError naming the file on any problem."""
+    """Read a checkpoint with weights_only=True; CheckpointError names the file on any problem."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(
@@ -57,10 +57,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """Average model parameters over several checkpoints of the same run (as the paper's big model did).
+    """Average model parameters over checkpoints of one run (as the paper's big model did).
 
-    Returns the newest checkpoint's dict (by step) with its `model` entry replaced by the average and its
-    optimizer state dropped, since an averaged model has no matching optimizer state.
+    Returns the newest checkpoint's dict (by step) with its `model` entry replaced by the average
+    and its optimizer state dropped, since an averaged model has no matching optimizer state.
     """
     if not paths:
         raise CheckpointError("no checkpoints given to average")
@@ -70,7 +70,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
         if s["model"].keys() != reference.keys() or any(
             s["model"][n].shape != t.shape for n, t in reference.items()
         ):
-            raise CheckpointError(f"{p} holds a different model than {paths[0]}: cannot average them")
+            raise CheckpointError(f"{p} holds another model than {paths[0]}: cannot average")
     averaged = {}
     for name, tensor in reference.items():
         if tensor.is_floating_point():
@@ -88,7 +88,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
 def load_for_inference(
     paths: str | Path | Sequence[str | Path], device: str | torch.device = "cpu"
 ) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
-    """Build the model of a checkpoint (or the average of several) in eval mode, with its own BPE model.
+    """Build a checkpoint's model (or several averaged) in eval mode, with its own BPE model.
 
     Returns:
         (model, tokenizer, config) where config is the composed job config the run was trained with.
@@ -100,7 +100,8 @@ def load_for_inference(
         paths = [paths]
     state = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     tokenizer = Tokenizer.from_proto(state["bpe_model"])
-    model = build_model(state["config"]["model"], vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
+    vocab_size, pad_id = tokenizer.vocab_size, tokenizer.pad_id
+    model = build_model(state["config"]["model"], vocab_size=vocab_size, pad_id=pad_id)
     model.load_state_dict(state["model"])
     model.to(device).eval()
     return model, tokenizer, state["config"]

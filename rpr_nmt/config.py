@@ -1,18 +1,18 @@
 """Typed configuration schemas, registered with Hydra's ConfigStore.
 
-Values live in configs/*.yaml; this module fixes the names and types, so that a mistyped key or a value of the
-wrong type fails when Hydra composes the config, before any work starts.
+Values live in configs/*.yaml; this module fixes the names and types, so that a mistyped key or a
+value of the wrong type fails when Hydra composes the config, before any work starts.
 
 Each group has one dataclass: DataConfig (configs/data/), ModelConfig (configs/model/), TrainConfig
-(configs/train/), DecodeConfig (configs/decode/). The three primary configs (train.yaml, evaluate.yaml,
-translate.yaml) are validated against TrainJobConfig, EvaluateJobConfig and TranslateJobConfig.
+(configs/train/), DecodeConfig (configs/decode/). The primary configs train.yaml, evaluate.yaml and
+translate.yaml are validated against TrainJobConfig, EvaluateJobConfig and TranslateJobConfig.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -23,25 +23,25 @@ CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 @dataclass
 class DataConfig:
     name: str = "local"  # corpus name, used in run folders and caches, e.g. multi30k_en_de
-    source: str = "local"  # where the text comes from: "hub" (Hugging Face datasets) or "local" (files under root)
+    source: str = "local"  # "hub" (Hugging Face datasets) or "local" (files under root)
     root: str = "data/local"  # folder of {split}.{lang}[.gz] files for source=local
     src_lang: str = "en"  # source language code, e.g. en
     tgt_lang: str = "de"  # target language code, e.g. de
-    train_splits: list[str] = field(default_factory=lambda: ["train"])  # training files, concatenated
+    train_splits: list[str] = field(default_factory=lambda: ["train"])  # concatenated
     valid_split: str = "valid"  # split used for validation loss and BLEU during training
     test_split: str = "test"  # split evaluated at the end of training
     hub_dataset: str = ""  # Hugging Face dataset for source=hub, e.g. wmt14
     hub_config: str = ""  # its configuration, e.g. de-en
-    hub_splits: dict[str, str] = field(default_factory=dict)  # our split name -> hub split, e.g. valid: validation
-    streaming: bool = False  # stream the hub's training split instead of downloading it whole (WMT14 En-Fr)
-    max_train_pairs: Optional[int] = None  # keep only the first N training pairs; null = all
+    hub_splits: dict[str, str] = field(default_factory=dict)  # split -> hub split name
+    streaming: bool = False  # stream the hub's train split (WMT14 En-Fr)
+    max_train_pairs: int | None = None  # keep only the first N training pairs; null = all
     vocab_size: int = 8000  # joint sentencepiece BPE vocabulary: 8000 for Multi30k, 32768 for WMT
     bpe_sample_sentences: int = 2_000_000  # sentences sampled to train BPE on large corpora
     bpe_character_coverage: float = 1.0  # sentencepiece character_coverage, 1.0 for Latin scripts
-    max_tokens_per_sentence: int = 256  # drop training pairs with a side longer than this many BPE tokens
-    max_length_ratio: float = 3.0  # drop training pairs whose longer side exceeds ratio x shorter side (BPE)
+    max_tokens_per_sentence: int = 256  # drop longer training pairs (BPE tokens)
+    max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this
     deduplicate: bool = False  # drop repeated (source, target) training pairs
-    cache_dir: str = "${oc.env:RPR_NMT_CACHE,data/cache}"  # BPE models and encoded corpora, keyed by hash
+    cache_dir: str = "${oc.env:RPR_NMT_CACHE,data/cache}"  # BPE models, encoded corpora
 
 
 @dataclass
@@ -57,10 +57,10 @@ class ModelConfig:
     relative_keys: bool = True  # a^K: relative term in the attention logits (eq. 4)
     relative_values: bool = True  # a^V: relative term in the attention outputs (eq. 3)
     sinusoidal: bool = False  # add the absolute sinusoidal encoding to the embeddings
-    share_relative_across_heads: bool = False  # one w^K / w^V table per layer (big) instead of one per head (base)
+    share_relative_across_heads: bool = False  # True: big model; False: base (per head)
     share_relative_across_layers: bool = False  # one set of tables for all layers of a stack
-    tie_embeddings: bool = True  # share source, target embeddings and output projection (joint vocabulary)
-    pre_norm: bool = False  # LayerNorm before each sublayer (True) or after the residual sum as in the paper
+    tie_embeddings: bool = True  # one matrix for src/tgt embeddings and output
+    pre_norm: bool = False  # LayerNorm before each sublayer, else after the sum
 
 
 @dataclass
@@ -69,7 +69,7 @@ class TrainConfig:
     max_tokens: int = 4096  # tokens per batch: padded source or target tokens, whichever is larger
     update_freq: int = 1  # batches accumulated per update
     seed: int = 1  # seeds model init, batch order and dropout
-    schedule: str = "noam"  # "noam": d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); "inverse_sqrt"
+    schedule: str = "noam"  # "noam" (the paper's) or "inverse_sqrt" (peak lr = lr)
     lr: float = 1.0  # noam: scale factor on the schedule; inverse_sqrt: the peak learning rate
     warmup_steps: int = 4000  # linear warmup steps
     adam_beta1: float = 0.9  # Adam beta1
@@ -79,7 +79,7 @@ class TrainConfig:
     label_smoothing: float = 0.1  # label-smoothed cross-entropy, padding ignored
     clip_norm: float = 0.0  # gradient clipping by global norm; 0 = off
     device: str = "auto"  # "auto" (cuda if available), "cpu" or "cuda"
-    precision: str = "fp32"  # "fp32", "bf16" (autocast) or "fp16" (autocast + grad scaler, CUDA only)
+    precision: str = "fp32"  # "fp32", "bf16" (autocast), "fp16" (CUDA, grad scaler)
     compile: bool = False  # wrap the model in torch.compile
     log_every: int = 50  # steps between log lines and TensorBoard scalars
     valid_every: int = 1000  # steps between validations (also run at the end)
@@ -90,8 +90,8 @@ class TrainConfig:
     best_metric: str = "loss"  # which validation figure picks the best checkpoint: "loss" or "bleu"
     max_bad_steps: int = 5  # stop after this many non-finite losses in a row
     average_last: int = 0  # at the end, also average the last N checkpoints; 0 = off
-    evaluate_at_end: bool = True  # decode valid and test with the decode config and store BLEU in the summary
-    max_time_minutes: Optional[float] = None  # stop (and save) after this much wall time; null = no limit
+    evaluate_at_end: bool = True  # decode valid + test, BLEU into the summary
+    max_time_minutes: float | None = None  # stop and save after this; null = no limit
 
 
 @dataclass
@@ -119,7 +119,7 @@ class TrainJobConfig:
 class EvaluateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
     split: str = "test"  # split of the data config to decode
-    data: Optional[DataConfig] = None  # defaults to the data config stored in the checkpoint
+    data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
     decode: DecodeConfig = MISSING
 
 
@@ -144,7 +144,7 @@ def _register() -> None:
     ):
         cs.store(group=group, name=f"{group}_schema", node=node)
     if not OmegaConf.has_resolver("or_default"):
-        # Run folders are named after the command line's overrides; an empty override list gets a name too.
+        # Run folders are named after the overrides; an empty override list gets a name too.
         OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
 
 
@@ -154,4 +154,3 @@ _register()
 def to_dict(node: Any) -> dict[str, Any]:
     """Plain, resolved dict of a config node (what model and data code receive)."""
     return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-

@@ -23,7 +23,7 @@ def shared_data() -> Path:
     """Parent folder of the real corpora (multi30k/, wmt14_ende/, ...), or skip with the reason."""
     root = _shared_data_root()
     if root is None:
-        pytest.skip("real corpora not found: set RPR_NMT_DATA to the folder holding multi30k/ (../shared/data)")
+        pytest.skip("real corpora not found: set RPR_NMT_DATA to the folder holding multi30k/")
     return root
 
 
