@@ -1,0 +1,54 @@
+"""rpr-nmt-report over a sweep folder laid out as Hydra multirun and the trainer write it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from rpr_nmt.cli.report import main
+from rpr_nmt.report import find_runs, group_runs, markdown_table
+
+
+def make_run(sweep: Path, k: int, seed: int, bleu: float) -> None:
+    overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
+    run = sweep / ",".join(overrides)
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"model": model}))
+    summary = {"test_bleu": bleu, "valid_bleu": bleu + 1, "steps": 100, "train_tokens_per_sec": 5e3}
+    (run / "train_summary.json").write_text(json.dumps(summary))
+
+
+def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
+    for k, seed, bleu in [(16, 1, 30.0), (16, 2, 32.0), (0, 1, 10.0), (0, 2, 10.0), (2, 1, 29.0)]:
+        make_run(tmp_path, k, seed, bleu)
+    rows = group_runs(find_runs(tmp_path))
+    assert [r.setting for r in rows] == [
+        "model.max_relative_position=0",
+        "model.max_relative_position=2",
+        "model.max_relative_position=16",
+    ]
+    table = markdown_table(rows)
+    k16 = next(line for line in table.splitlines() if "position=16" in line)
+    assert "| 2 |" in k16  # two seeds
+    assert "31.0 ± 1.4" in k16  # mean and sample standard deviation of 30 and 32
+    k2 = next(line for line in table.splitlines() if "position=2 |" in line)
+    assert "29.0" in k2 and "±" not in k2.split("|")[5]
+
+
+def test_cli_writes_table_and_plot(tmp_path, capsys):
+    for k, bleu in [(0, 10.0), (1, 25.0), (4, 27.0), (64, 27.5)]:
+        make_run(tmp_path, k, 1, bleu)
+    assert main([str(tmp_path)]) == 0
+    assert "k=4 a^K+a^V" in (tmp_path / "report.md").read_text()
+    png = tmp_path / "bleu_vs_k.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "written:" in capsys.readouterr().out
+
+
+def test_cli_names_the_folder_when_there_are_no_runs(tmp_path, capsys):
+    assert main([str(tmp_path)]) == 2
+    assert str(tmp_path) in capsys.readouterr().err
