@@ -1,0 +1,379 @@
+"""Relation-aware self-attention (Shaw, Uszkoreit & Vaswani 2018), without (n, n, d) tensors.
+
+Shape legend (batch-first everywhere):
+    B batch, S source length, T target length, H heads, Dh head dim, D model dim (H * Dh),
+    V vocabulary, R = 2k + 1 relative positions (k = max_relative_position), N beam.
+    In relative_attention, Tq / Tk are the query / key lengths (T / T in self-attention).
+
+The paper (eq. 3 and 4, restated in ../shared/docs/PAPER.md) adds learned edge vectors to one head:
+
+    e_ij     = q_i . (k_j + a^K_ij) / sqrt(Dh)       a^K_ij = w^K[clip(j - i, k) + k]
+    alpha_ij = softmax_j(e_ij)
+    z_i      = sum_j alpha_ij (v_j + a^V_ij)          a^V_ij = w^V[clip(j - i, k) + k]
+
+Each sum splits into a content term (ordinary attention) and a position term. The position terms
+only ever see R distinct table rows r_ij = clip(j - i, k) + k, so they are computed per row instead
+of per (i, j) pair:
+
+    position logits  q_i . a^K_ij = (q_i . w^K^T)[r_ij]          gather from (B, H, Tq, R)
+    position output  sum_j alpha_ij a^V_ij = sum_r bucket_ir w^V[r],
+                     bucket_ir = sum_{j: r_ij = r} alpha_ij      bucket-sum alpha into (B, H, Tq, R)
+
+Memory: O(Tq Tk) for the attention matrix (as in plain attention) plus O(Tq R); never O(Tq Tk Dh).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "KeyValueCache",
+    "RelativeMultiheadAttention",
+    "relative_attention",
+    "relative_position_index",
+]
+
+
+def relative_position_index(
+    q_len: int,
+    k_len: int,
+    max_relative_position: int,
+    q_offset: int = 0,
+    *,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Table row of every (query, key) pair: clip(j - (i + q_offset), k) + k.
+
+    Args:
+        q_len: number of queries; query i sits at absolute position q_offset + i.
+        k_len: number of keys; key j sits at absolute position j.
+        max_relative_position: k, the clipping distance.
+        q_offset: absolute position of the first query (the decoder cache length when decoding).
+        device: where to build the index.
+
+    Returns:
+        LongTensor (q_len, k_len) with values in [0, 2k].
+    """
+    query_pos = torch.arange(q_offset, q_offset + q_len, device=device)  # (Tq,)
+    key_pos = torch.arange(k_len, device=device)  # (Tk,)
+    distance = key_pos[None, :] - query_pos[:, None]  # (Tq, Tk)
+    k = max_relative_position
+    return distance.clamp(-k, k) + k
+
+
+def _table_window(
+    q_len: int, k_len: int, max_relative_position: int, q_offset: int, causal: bool
+) -> tuple[int, int]:
+    """First and last table row that can occur (PERF_NOTES: slice the tables to the rows in use).
+
+    A causal decoder only uses rows -k..0; short sequences use fewer than 2k + 1 rows.
+    """
+    k = max_relative_position
+    nearest = -(q_offset + q_len - 1)  # smallest j - i: last query, first key
+    farthest = k_len - 1 - q_offset  # largest j - i: first query, last key
+    if causal:
+        farthest = min(farthest, 0)
+    first = max(-k, min(k, nearest)) + k
+    last = max(-k, min(k, farthest)) + k
+    return first, max(first, last)
+
+
+def _hidden_keys(
+    q_len: int,
+    k_len: int,
+    *,
+    causal: bool,
+    key_padding_mask: Tensor | None,
+    q_offset: int,
+    device: torch.device,
+) -> Tensor | None:
+    """Boolean mask, True where a query must not see a key; None when every key is visible.
+
+    Shapes:
+        key_padding_mask: (B, Tk), True = padding. Returns (B or 1, 1, Tq, Tk).
+    """
+    hidden = None
+    if causal:
+        query_pos = torch.arange(q_offset, q_offset + q_len, device=device)
+        future = torch.arange(k_len, device=device)[None, :] > query_pos[:, None]  # (Tq, Tk)
+        hidden = future[None, None]  # (1, 1, Tq, Tk)
+    if key_padding_mask is not None:
+        padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+        hidden = padding if hidden is None else hidden | padding  # (B, 1, Tq, Tk)
+    return hidden
+
+
+def relative_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    rel_keys: Tensor | None = None,
+    rel_values: Tensor | None = None,
+    max_relative_position: int = 0,
+    causal: bool = False,
+    key_padding_mask: Tensor | None = None,
+    q_offset: int = 0,
+    dropout_p: float = 0.0,
+) -> Tensor:
+    """Scaled dot-product attention with the paper's relative position terms (eq. 3 and 4).
+
+    Args:
+        q: queries, already projected and split into heads.
+        k: keys.
+        v: values.
+        rel_keys: w^K, one table shared across heads (R, Dh) or one per head (H, R, Dh);
+            None = no a^K term.
+        rel_values: w^V, same shapes as rel_keys; None = no a^V term.
+        max_relative_position: k, the clipping distance; 0 switches both relative terms off.
+        causal: the query at absolute position q_offset + i sees only keys j <= q_offset + i.
+        key_padding_mask: True where a key is padding; such keys get zero weight.
+        q_offset: absolute position of the first query; keys start at position 0.
+        dropout_p: dropout on the attention weights alpha (pass 0.0 in evaluation).
+
+    Returns:
+        z, the attention output per head.
+
+    Shapes:
+        q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); returns (B, H, Tq, Dh).
+    """
+    B, H, Tq, Dh = q.shape
+    Tk = k.size(-2)
+    if max_relative_position < 0:
+        raise ValueError(
+            f"max_relative_position must be >= 0 (0 = off), got {max_relative_position}"
+        )
+    if max_relative_position == 0:
+        rel_keys = rel_values = None
+    hidden = _hidden_keys(
+        Tq, Tk, causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset, device=q.device
+    )
+    if rel_keys is None and rel_values is None:
+        # Plain attention: PyTorch's fused kernel (less memory; flash/efficient kernels on CUDA).
+        plain_causal = causal and hidden is not None and key_padding_mask is None and q_offset == 0
+        plain_causal = plain_causal and Tq == Tk
+        return F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=None if hidden is None or plain_causal else ~hidden,
+            dropout_p=dropout_p,
+            is_causal=plain_causal,
+        )  # (B, H, Tq, Dh)
+
+    # Only table rows first..last can occur: slice both tables, shift the index to match.
+    first, last = _table_window(Tq, Tk, max_relative_position, q_offset, causal)
+    index = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
+    index = (index - first).clamp_(0, last - first)  # (Tq, Tk); clamped entries are masked anyway
+    index = index.expand(B, H, Tq, Tk)  # a view: one index for every batch row and head
+
+    q = q * (1.0 / math.sqrt(Dh))  # fold the 1/sqrt(Dh) of eq. 4 into q once
+
+    # Content logits, eq. 4 first term: q_i . k_j / sqrt(Dh).
+    logits = q @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
+
+    # Position logits, eq. 4 second term: q_i . a^K_ij / sqrt(Dh) = (q_i . w^K^T)[r_ij] / sqrt(Dh).
+    if rel_keys is not None:
+        w_k = rel_keys[..., first : last + 1, :]  # (R', Dh) or (H, R', Dh)
+        q_dot_wk = q @ w_k.transpose(-1, -2)  # (B, H, Tq, R')
+        logits = logits + q_dot_wk.gather(-1, index)  # (B, H, Tq, Tk)
+
+    # Softmax over keys; hidden keys (future, padding) get exactly zero weight.
+    if hidden is not None:
+        logits = logits.masked_fill(hidden, torch.finfo(logits.dtype).min)
+    alpha = torch.softmax(logits, dim=-1)  # (B, H, Tq, Tk)
+    if dropout_p > 0.0:
+        alpha = F.dropout(alpha, p=dropout_p)
+
+    # Content output, eq. 3 first term: sum_j alpha_ij v_j.
+    z = alpha @ v  # (B, H, Tq, Dh)
+
+    # Position output, eq. 3 second term: sum_j alpha_ij a^V_ij = sum_r bucket_ir w^V[r],
+    # where bucket_ir sums alpha_ij over the keys j at relative row r.
+    if rel_values is not None:
+        w_v = rel_values[..., first : last + 1, :]  # (R', Dh) or (H, R', Dh)
+        buckets = alpha.new_zeros(B, H, Tq, last - first + 1)  # (B, H, Tq, R')
+        buckets = buckets.scatter_add(-1, index, alpha)  # (B, H, Tq, R')
+        z = z + buckets @ w_v  # (B, H, Tq, Dh)
+    return z
+
+
+@dataclass
+class KeyValueCache:
+    """Projected keys and values of the positions attended so far (one attention module).
+
+    Shapes:
+        keys, values: (B, H, Tk, Dh).
+    """
+
+    keys: Tensor
+    values: Tensor
+
+    @property
+    def length(self) -> int:
+        """Number of cached key positions."""
+        return self.keys.size(2)
+
+    def index_select(self, index: Tensor) -> KeyValueCache:
+        """Rows `index` (B',) of the batch, for beam expansion and reordering."""
+        return KeyValueCache(self.keys.index_select(0, index), self.values.index_select(0, index))
+
+
+class RelativeMultiheadAttention(nn.Module):
+    """Multi-head attention with optional relative position tables w^K, w^V.
+
+    Used for self-attention (memory=None), which may use relative positions, and for
+    cross-attention, which never does (the paper applies them to self-attention only): build
+    cross-attention modules with max_relative_position=0.
+
+    Tables: shape (R, Dh) when shared across heads, (H, R, Dh) otherwise. Pass existing Parameters
+    through rel_keys / rel_values to share one set of tables across layers.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        attention_dropout: float = 0.0,
+        max_relative_position: int = 0,
+        relative_keys: bool = True,
+        relative_values: bool = True,
+        share_relative_across_heads: bool = False,
+        causal: bool = False,
+        rel_keys: nn.Parameter | None = None,
+        rel_values: nn.Parameter | None = None,
+    ) -> None:
+        """Build the projections and, when max_relative_position > 0, the relative tables.
+
+        Args:
+            d_model: model width D; must be divisible by n_heads.
+            n_heads: number of heads H.
+            attention_dropout: dropout on the attention weights.
+            max_relative_position: k; 0 = no relative positions.
+            relative_keys: learn w^K (the a^K term of eq. 4).
+            relative_values: learn w^V (the a^V term of eq. 3).
+            share_relative_across_heads: tables of shape (R, Dh) instead of (H, R, Dh).
+            causal: each query sees only keys at its own or earlier absolute positions.
+            rel_keys: an existing w^K to share (another layer's); created here when None.
+            rel_values: an existing w^V to share; created here when None.
+        """
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.attention_dropout = attention_dropout
+        self.max_relative_position = max_relative_position
+        self.causal = causal
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        shape = relative_table_shape(
+            max_relative_position, n_heads, self.d_head, share_relative_across_heads
+        )
+        use = max_relative_position > 0
+        self.rel_keys = _table_or_new(rel_keys, shape) if use and relative_keys else None
+        self.rel_values = _table_or_new(rel_values, shape) if use and relative_values else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections with zero biases, as in the reference Transformer."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            nn.init.zeros_(proj.bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def project_memory(self, memory: Tensor) -> KeyValueCache:
+        """Keys and values of a fixed memory (the encoder output), computed once per sentence.
+
+        Shapes:
+            memory: (B, S, D); returns keys and values (B, H, S, Dh).
+        """
+        return KeyValueCache(
+            self._split_heads(self.k_proj(memory)), self._split_heads(self.v_proj(memory))
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | KeyValueCache | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        cache: KeyValueCache | None = None,
+        q_offset: int = 0,
+    ) -> tuple[Tensor, KeyValueCache]:
+        """Attend from x to itself (memory=None) or to a memory.
+
+        Args:
+            x: the queries' inputs; in self-attention also the new keys and values.
+            memory: cross-attention only: the encoder output, or its project_memory projections.
+            key_padding_mask: True where a key is padding.
+            cache: self-attention only: keys and values of earlier positions, put before the new.
+            q_offset: absolute position of x's first token (the cache length when decoding).
+
+        Returns:
+            (output, keys_values): the attention output, and the keys and values attended over (in
+            self-attention the cache for the next step; in cross-attention the memory projections).
+
+        Shapes:
+            x: (B, Tq, D); memory: (B, S, D); key_padding_mask: (B, Tk); output (B, Tq, D).
+        """
+        B, Tq, D = x.shape
+        q = self._split_heads(self.q_proj(x))  # (B, H, Tq, Dh)
+        if memory is None:
+            kv = KeyValueCache(self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x)))
+            if cache is not None:
+                keys = torch.cat([cache.keys, kv.keys], dim=2)  # (B, H, Tk, Dh)
+                kv = KeyValueCache(keys, torch.cat([cache.values, kv.values], dim=2))
+        else:
+            kv = memory if isinstance(memory, KeyValueCache) else self.project_memory(memory)
+        z = relative_attention(
+            q,
+            kv.keys,
+            kv.values,
+            rel_keys=self.rel_keys,
+            rel_values=self.rel_values,
+            max_relative_position=self.max_relative_position,
+            causal=self.causal,
+            key_padding_mask=key_padding_mask,
+            q_offset=q_offset,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )  # (B, H, Tq, Dh)
+        out = z.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D)
+        return self.out_proj(out), kv
+
+
+def relative_table_shape(
+    max_relative_position: int, n_heads: int, d_head: int, share_across_heads: bool
+) -> tuple[int, ...]:
+    """(R, Dh) for one table shared by all heads, (H, R, Dh) for one table per head."""
+    rows = 2 * max_relative_position + 1
+    return (rows, d_head) if share_across_heads else (n_heads, rows, d_head)
+
+
+def new_relative_table(shape: tuple[int, ...]) -> nn.Parameter:
+    """A w^K or w^V table, Xavier-uniform over (R, Dh) like the other weight matrices."""
+    rows, d_head = shape[-2:]
+    bound = math.sqrt(6.0 / (rows + d_head))
+    return nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+
+
+def _table_or_new(table: nn.Parameter | None, shape: tuple[int, ...]) -> nn.Parameter:
+    """The shared table passed in (after checking its shape), or a fresh one."""
+    if table is None:
+        return new_relative_table(shape)
+    if tuple(table.shape) != shape:
+        raise ValueError(
+            f"shared relative table has shape {tuple(table.shape)}, this layer needs {shape}"
+        )
+    return table
