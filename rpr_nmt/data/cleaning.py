@@ -1,0 +1,109 @@
+"""Cleaning the training split: empty lines, duplicates, over-long pairs and bad length ratios.
+
+Text filters (empty or whitespace-only sides, optional de-duplication) run before BPE training; the
+length filters count BPE tokens and run after encoding. Every filter reports how many pairs it
+removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from rpr_nmt.data.errors import DataError
+
+
+@dataclass
+class CleaningReport:
+    """Pairs read and removed by each training-set filter."""
+
+    read: int = 0  # pairs in the raw training text
+    empty: int = 0  # a side empty or whitespace only
+    duplicates: int = 0  # repeats of an earlier (source, target) pair (deduplicate=true)
+    too_long: int = 0  # a side over max_tokens_per_sentence BPE tokens
+    bad_ratio: int = 0  # longer side over max_length_ratio x the shorter side (BPE tokens)
+    kept: int = 0  # pairs left for training
+
+    def summary(self, max_tokens: int, max_ratio: float) -> str:
+        """One log line with every count."""
+        return (
+            f"{self.read} pairs read; removed {self.empty} with an empty or whitespace-only side, "
+            f"{self.duplicates} duplicates, {self.too_long} over {max_tokens} BPE tokens, "
+            f"{self.bad_ratio} over length ratio {max_ratio}; {self.kept} kept"
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def check_nonempty(self, where: str, max_tokens: int, max_ratio: float) -> None:
+        """Raise DataError when no pair survived, saying which filter removed what.
+
+        Args:
+            where: the training files or hub split, for the message.
+            max_tokens: data.max_tokens_per_sentence, for the message.
+            max_ratio: data.max_length_ratio, for the message.
+        """
+        if self.kept > 0:
+            return
+        raise DataError(
+            f"the training set is empty after filtering ({where}): "
+            f"{self.summary(max_tokens, max_ratio)}. Check the training files, or relax "
+            "data.max_tokens_per_sentence / data.max_length_ratio."
+        )
+
+
+def drop_empty_and_duplicates(
+    src: Sequence[str], tgt: Sequence[str], *, deduplicate: bool, report: CleaningReport
+) -> tuple[list[str], list[str]]:
+    """Aligned pairs without empty or whitespace-only sides and, if asked, without repeated pairs.
+
+    Args:
+        src: source lines.
+        tgt: target lines, aligned with src.
+        deduplicate: keep only the first occurrence of each (source, target) pair.
+        report: its read, empty and duplicates counts are filled in.
+
+    Returns:
+        The kept (source, target) lines, still aligned.
+    """
+    report.read = len(src)
+    kept = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()]
+    report.empty = len(src) - len(kept)
+    if deduplicate:
+        unique = list(
+            dict.fromkeys(kept)
+        )  # dicts keep insertion order: first occurrences, in order
+        report.duplicates = len(kept) - len(unique)
+        kept = unique
+    return [p[0] for p in kept], [p[1] for p in kept]
+
+
+def length_mask(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    *,
+    max_tokens: int,
+    max_ratio: float,
+    report: CleaningReport,
+) -> np.ndarray:
+    """Which pairs pass the length filters (both counted in BPE tokens, EOS excluded).
+
+    A pair is too long when a side has more than max_tokens tokens; else it has a bad ratio when its
+    longer side exceeds max_ratio times its shorter side (at least 1 token).
+
+    Returns:
+        A boolean mask over the pairs; report.too_long, bad_ratio and kept are filled in.
+    """
+    too_long = (src_lengths > max_tokens) | (tgt_lengths > max_tokens)
+    longer = np.maximum(src_lengths, tgt_lengths)
+    shorter = np.maximum(np.minimum(src_lengths, tgt_lengths), 1)
+    bad_ratio = ~too_long & (longer > max_ratio * shorter)
+    keep = ~(too_long | bad_ratio)
+    report.too_long, report.bad_ratio, report.kept = (
+        int(too_long.sum()),
+        int(bad_ratio.sum()),
+        int(keep.sum()),
+    )
+    return keep
