@@ -1,0 +1,89 @@
+"""Fixtures for the data tests: a config builder and tiny synthetic parallel corpora in tmp_path."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WORDS = (
+    "the a man woman child dog cat ball street park water red blue green small big old young "
+    "runs walks plays sits looks holds throws jumps eats reads wearing standing sitting under near "
+    "with in on at over behind two three people group bicycle shirt hat building tree grass snow"
+).split()
+
+
+def synthetic_pairs(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """n aligned pairs: English-like sentences and a reversed, upper-cased 'translation'."""
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
+        src.append(" ".join(words).capitalize() + ".")
+        tgt.append(" ".join(w.upper() for w in reversed(words)) + " .")
+    return src, tgt
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> Path:
+    """Write lines as UTF-8 text, gzip-compressed when path ends in .gz."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
+    """Builds a plain data config dict (the DataConfig fields) with a tmp cache and small BPE."""
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        cfg: dict[str, Any] = dict(
+            name="tiny",
+            source="local",
+            root=str(tmp_path / "corpus"),
+            src_lang="en",
+            tgt_lang="de",
+            train_splits=["train"],
+            valid_split="valid",
+            test_split="test",
+            hub_dataset="",
+            hub_config="",
+            hub_splits={},
+            streaming=False,
+            max_train_pairs=None,
+            vocab_size=120,
+            bpe_sample_sentences=2_000_000,
+            bpe_character_coverage=1.0,
+            max_tokens_per_sentence=256,
+            max_length_ratio=3.0,
+            deduplicate=False,
+            cache_dir=str(tmp_path / "cache"),
+        )
+        unknown = set(overrides) - set(cfg)
+        assert not unknown, unknown
+        cfg.update(overrides)
+        return cfg
+
+    return make
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> Path:
+    """tmp_path/corpus with train (400 pairs, .gz), valid and test (30 pairs, plain), en/de."""
+    root = tmp_path / "corpus"
+    for split, n, suffix, seed in (
+        ("train", 400, ".gz", 0),
+        ("valid", 30, "", 1),
+        ("test", 30, "", 2),
+    ):
+        src, tgt = synthetic_pairs(n, seed)
+        write_lines(root / f"{split}.en{suffix}", src)
+        write_lines(root / f"{split}.de{suffix}", tgt)
+    return root

@@ -1,0 +1,69 @@
+"""Training-set filters: each removes what it should and reports its count; empty result fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rpr_nmt.data import DataError, prepare_data
+from rpr_nmt.data.cleaning import CleaningReport, drop_empty_and_duplicates, length_mask
+from tests.data.conftest import synthetic_pairs, write_lines
+
+
+def test_empty_and_duplicates():
+    src = ["a", " ", "b", "a", "c", "a"]
+    tgt = ["x", "y", "\t", "x", "z", "w"]
+    report = CleaningReport()
+    s, t = drop_empty_and_duplicates(src, tgt, deduplicate=True, report=report)
+    assert (s, t) == (["a", "c", "a"], ["x", "z", "w"])
+    assert (report.read, report.empty, report.duplicates) == (6, 2, 1)
+    report = CleaningReport()
+    s, _ = drop_empty_and_duplicates(src, tgt, deduplicate=False, report=report)
+    assert len(s) == 4 and report.duplicates == 0
+
+
+def test_length_and_ratio():
+    src_len = np.array([5, 300, 4, 10, 1, 2])
+    tgt_len = np.array([6, 5, 13, 30, 3, 0])
+    report = CleaningReport()
+    keep = length_mask(src_len, tgt_len, max_tokens=256, max_ratio=3.0, report=report)
+    # 300 > 256; 13 > 3 * 4; 30 <= 3 * 10 kept; 3 <= 3 * 1 kept; 2 > 3 * max(0, 1) is not.
+    assert keep.tolist() == [True, False, False, True, True, True]
+    assert (report.too_long, report.bad_ratio, report.kept) == (1, 1, 4)
+
+
+def test_filters_in_prepare_are_logged(make_cfg, tmp_path):
+    src, tgt = synthetic_pairs(200)
+    src += ["", "the dog", "the " * 40 + "dog", "A man."]
+    tgt += ["LEER", "   ", "DOG", "A MAN RUNS " * 15]
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", src + src[:5])
+    write_lines(root / "train.de", tgt + tgt[:5])
+    lines: list[str] = []
+    cfg = make_cfg(deduplicate=True, max_tokens_per_sentence=30)
+    data = prepare_data(cfg, splits=["train"], log=lines.append)
+    r = data.cleaning
+    assert (r.read, r.empty, r.duplicates) == (209, 2, 5)
+    assert (
+        r.too_long >= 2
+        and r.kept == len(data.splits["train"]) == 209 - 7 - r.too_long - r.bad_ratio
+    )
+    assert any("2 with an empty or whitespace-only side, 5 duplicates" in line for line in lines)
+
+
+def test_empty_training_set_says_which_filter(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["", "  ", "a"])
+    write_lines(root / "train.de", ["x", "y", " "])
+    with pytest.raises(
+        DataError, match="empty after filtering.*3 pairs read; removed 3 with an empty"
+    ):
+        prepare_data(make_cfg(), splits=["train"], log=lambda _: None)
+
+
+def test_empty_after_length_filter(make_cfg, tiny_corpus):
+    cfg = make_cfg(max_tokens_per_sentence=2)
+    with pytest.raises(
+        DataError, match=r"removed .* 0 duplicates, 400 over 2 BPE tokens.*; 0 kept"
+    ):
+        prepare_data(cfg, splits=["train"], log=lambda _: None)

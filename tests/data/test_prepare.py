@@ -1,0 +1,91 @@
+"""prepare_data: encoded splits, their on-disk cache, and cache keys that follow the inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rpr_nmt.data import EncodedCorpus, prepare_data, read_parallel_text
+from tests.data.conftest import synthetic_pairs, write_lines
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def test_encodes_splits_like_the_tokenizer(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    data = prepare_data(cfg, splits=["train", "valid"], log=_quiet)
+    assert set(data.splits) == {"train", "valid"}
+    valid = data.splits["valid"]
+    src, tgt = read_parallel_text(cfg, "valid")
+    assert len(valid) == 30
+    for i in (0, 7, 29):
+        assert valid.src[i].tolist() == data.tokenizer.encode(src[i])
+        assert valid.tgt[i].tolist() == data.tokenizer.encode(tgt[i])
+    assert valid.src_lengths.tolist() == [len(data.tokenizer.encode(s)) for s in src]
+
+
+def test_encoded_cache_reused(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    first = prepare_data(cfg, splits=["train", "test"], log=_quiet)
+    assert first.reused == {"bpe": False, "train": False, "test": False}
+    files = sorted((tiny_corpus.parent / "cache" / "encoded").glob("*.npz"))
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    lines: list[str] = []
+    second = prepare_data(cfg, splits=["train", "test"], log=lines.append)
+    assert second.reused == {"bpe": True, "train": True, "test": True}
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
+    assert any("cached" in line for line in lines)
+    assert second.cleaning == first.cleaning
+    for split in ("train", "test"):
+        a, b = first.splits[split], second.splits[split]
+        assert np.array_equal(a.src.flat, b.src.flat) and np.array_equal(
+            a.tgt.offsets, b.tgt.offsets
+        )
+
+
+def test_cache_follows_content_and_filters(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    prepare_data(cfg, splits=["train", "valid"], log=_quiet)
+    # A changed filter re-encodes train only; the BPE model does not depend on it.
+    again = prepare_data({**cfg, "max_length_ratio": 2.0}, splits=["train", "valid"], log=_quiet)
+    assert again.reused == {"bpe": True, "train": False, "valid": True}
+    # Changed validation text re-encodes that split.
+    src, tgt = synthetic_pairs(30, 5)
+    write_lines(tiny_corpus / "valid.en", src)
+    write_lines(tiny_corpus / "valid.de", tgt)
+    again = prepare_data(cfg, splits=["valid"], log=_quiet)
+    assert again.reused == {"bpe": True, "valid": False}
+    assert again.splits["valid"].src[0].tolist() == again.tokenizer.encode(src[0])
+
+
+def test_corpus_save_load_and_select(tmp_path):
+    from rpr_nmt.data import Ragged
+
+    corpus = EncodedCorpus(
+        Ragged.from_lists([[5, 6], [7], [8, 9, 10]]), Ragged.from_lists([[4], [], [11, 12]])
+    )
+    corpus.save(tmp_path / "c.npz")
+    loaded = EncodedCorpus.load(tmp_path / "c.npz")
+    assert [r.tolist() for r in loaded.src] == [[5, 6], [7], [8, 9, 10]]
+    assert loaded.tgt_lengths.tolist() == [1, 0, 2]
+    picked = loaded.select(np.array([2, 0]))
+    assert [r.tolist() for r in picked.src] == [[8, 9, 10], [5, 6]]
+    assert [r.tolist() for r in picked.tgt] == [[11, 12], [4]]
+    assert len(loaded.select(np.array([True, False, True]))) == 2
+
+
+def test_real_multi30k_val_prepared(shared_data, make_cfg):
+    # Small BPE on a slice of the real corpus: train is capped, val is encoded whole.
+    cfg = make_cfg(
+        name="multi30k_en_de",
+        root=str(shared_data / "multi30k"),
+        max_train_pairs=2000,
+        vocab_size=500,
+        max_tokens_per_sentence=128,
+    )
+    data = prepare_data(cfg, splits=["train", "val"], log=_quiet)
+    assert len(data.splits["val"]) == 1014
+    assert data.cleaning.read == 2000 and len(data.splits["train"]) == data.cleaning.kept
+    src, _ = read_parallel_text(cfg, "val")
+    assert data.tokenizer.decode(data.splits["val"].src[0]) == src[0]

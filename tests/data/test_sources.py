@@ -1,0 +1,115 @@
+"""Raw text: local files (plain and .gz), hub datasets built on disk (both schemas), bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from rpr_nmt.data import DataError, read_parallel_text
+from rpr_nmt.data.sources import read_lines
+from tests.data.conftest import synthetic_pairs, write_lines
+
+
+def test_local_plain_and_gz(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    src, tgt = read_parallel_text(cfg, "train")  # .gz
+    assert (len(src), len(tgt)) == (400, 400)
+    assert (src, tgt) == synthetic_pairs(400, 0)
+    assert read_parallel_text(cfg, "valid") == synthetic_pairs(30, 1)  # plain
+
+
+def test_several_train_splits_concatenate_and_cap(make_cfg, tiny_corpus):
+    cfg = make_cfg(train_splits=["train", "valid"])
+    src, _ = read_parallel_text(cfg, "train")
+    assert src == synthetic_pairs(400, 0)[0] + synthetic_pairs(30, 1)[0]
+    src, tgt = read_parallel_text(
+        make_cfg(train_splits=["train", "valid"], max_train_pairs=410), "train"
+    )
+    assert len(src) == len(tgt) == 410 and src[400] == synthetic_pairs(30, 1)[0][0]
+
+
+def test_lines_split_on_newline_only(tmp_path):
+    # U+2028 and form feeds are not line breaks in a corpus; CRLF endings are.
+    path = write_lines(tmp_path / "x.en", ["a\u2028b", "c\x0cd", "e\r"])
+    assert read_lines(path) == ["a\u2028b", "c\x0cd", "e"]
+
+
+def test_line_count_mismatch_names_both_files_and_counts(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["a", "b", "c"])
+    write_lines(root / "train.de.gz", ["a", "b"])
+    with pytest.raises(DataError) as e:
+        read_parallel_text(make_cfg(), "train")
+    msg = str(e.value)
+    assert "train.en" in msg and "train.de.gz" in msg and "3 lines" in msg and "has 2" in msg
+
+
+def test_invalid_utf8_names_file_and_line(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.de", ["eins", "zwei", "drei"])
+    (root / "train.en.gz").write_bytes(gzip.compress(b"one\ntwo\nthr\xffee\n"))
+    with pytest.raises(DataError, match=r"train\.en\.gz: invalid UTF-8 on line 3"):
+        read_parallel_text(make_cfg(), "train")
+
+
+def test_missing_file_names_expected_paths(make_cfg, tmp_path):
+    with pytest.raises(DataError) as e:
+        read_parallel_text(make_cfg(), "valid")
+    msg = str(e.value)
+    root = tmp_path / "corpus"
+    assert str(root / "valid.en") in msg and str(root / "valid.en.gz") in msg
+    assert "RPR_NMT_DATA" in msg and "data.root" in msg and "data.source=hub" in msg
+
+
+def _hub_folder(tmp_path: Path, schema: str) -> Path:
+    """A dataset folder that datasets.load_dataset reads like a hub repo: one file per split."""
+    folder = tmp_path / f"hub_{schema}"
+    folder.mkdir()
+    for split, n, seed in (("train", 50, 0), ("validation", 10, 1)):
+        src, tgt = synthetic_pairs(n, seed)
+        if schema == "translation":  # WMT14: {"translation": {"en": ..., "de": ...}}
+            rows = [{"translation": {"de": t, "en": s}} for s, t in zip(src, tgt)]
+        else:  # bentrevett/multi30k: flat "en" and "de" columns
+            rows = [{"en": s, "de": t} for s, t in zip(src, tgt)]
+        lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+        write_lines(folder / f"{split}.jsonl", lines)
+    return folder
+
+
+@pytest.mark.parametrize("schema", ["translation", "flat"])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hub_path_on_local_dataset(make_cfg, tmp_path, schema, streaming):
+    folder = _hub_folder(tmp_path, schema)
+    cfg = make_cfg(
+        source="hub",
+        root="/nonexistent",
+        hub_dataset=str(folder),
+        hub_splits={"train": "train", "valid": "validation"},
+        streaming=streaming,
+        max_train_pairs=20,
+    )
+    assert read_parallel_text(cfg, "valid") == synthetic_pairs(10, 1)
+    src, tgt = read_parallel_text(cfg, "train")
+    full_src, full_tgt = synthetic_pairs(50, 0)
+    assert (src, tgt) == (full_src[:20], full_tgt[:20])
+
+
+def test_hub_errors_are_data_errors(make_cfg, tmp_path):
+    folder = _hub_folder(tmp_path, "flat")
+    cfg = make_cfg(source="hub", hub_dataset=str(folder), hub_splits={"train": "train"})
+    with pytest.raises(DataError, match="no entry in data.hub_splits"):
+        read_parallel_text(cfg, "valid")
+    with pytest.raises(DataError, match="expected a 'translation' column or columns 'en' and 'fr'"):
+        read_parallel_text({**cfg, "tgt_lang": "fr"}, "train")
+    with pytest.raises(DataError, match="could not load hub dataset"):
+        read_parallel_text({**cfg, "hub_dataset": str(tmp_path / "missing")}, "train")
+
+
+def test_real_multi30k_val(shared_data, make_cfg):
+    cfg = make_cfg(root=str(shared_data / "multi30k"))
+    src, tgt = read_parallel_text(cfg, "val")
+    assert len(src) == len(tgt) == 1014
+    assert all(s.strip() for s in src) and all(t.strip() for t in tgt)

@@ -1,0 +1,72 @@
+"""Tokenizer and BPE training: fixed ids, round trip, determinism, sampling, the cached model."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DataError, Tokenizer, prepare_data
+from rpr_nmt.data.bpe import sample_sentences, train_bpe
+from tests.data.conftest import synthetic_pairs
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    src, tgt = synthetic_pairs(300)
+    return Tokenizer(train_bpe(src + tgt, vocab_size=120, character_coverage=1.0))
+
+
+def test_fixed_special_ids(tokenizer):
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id) == (0, 1, 2, 3)
+    assert tokenizer.vocab_size == 120
+    assert [tokenizer.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_round_trip_and_specials_skipped(tokenizer):
+    text = "A man plays with two small dogs near the old building."
+    ids = tokenizer.encode(text)
+    assert ids and min(ids) > EOS_ID  # no BOS / EOS added
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode([BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]) == text
+    assert tokenizer.encode_batch([text, "the dog"]) == [ids, tokenizer.encode("the dog")]
+
+
+def test_from_proto_and_sha256(tokenizer):
+    again = Tokenizer.from_proto(tokenizer.proto)
+    assert again.sha256 == tokenizer.sha256 and len(again.sha256) == 64
+    assert again.encode("the red ball") == tokenizer.encode("the red ball")
+    with pytest.raises(DataError, match="not a sentencepiece model"):
+        Tokenizer.from_proto(b"garbage")
+
+
+def test_training_is_deterministic(tokenizer):
+    src, tgt = synthetic_pairs(300)
+    assert train_bpe(src + tgt, vocab_size=120, character_coverage=1.0) == tokenizer.proto
+
+
+def test_vocab_too_large_is_a_data_error():
+    with pytest.raises(DataError, match="lower data.vocab_size"):
+        train_bpe(["a b", "b a"], vocab_size=5000, character_coverage=1.0)
+
+
+def test_sample_takes_both_sides_of_pairs():
+    src, tgt = [f"s{i}" for i in range(100)], [f"t{i}" for i in range(100)]
+    assert sample_sentences(src, tgt, 500) == src + tgt
+    sample = sample_sentences(src, tgt, 20)
+    assert len(sample) == 20 and sample == sample_sentences(src, tgt, 20)
+    assert [s[1:] for s in sample[:10]] == [t[1:] for t in sample[10:]]
+
+
+def test_bpe_cache_reused(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    first = prepare_data(cfg, splits=[], log=lambda _: None)
+    assert first.reused == {"bpe": False}
+    (model,) = (tiny_corpus.parent / "cache" / "bpe").glob("*.model")
+    mtime = model.stat().st_mtime_ns
+    second = prepare_data(cfg, splits=[], log=lambda _: None)
+    assert second.reused == {"bpe": True}
+    assert model.stat().st_mtime_ns == mtime
+    assert second.tokenizer.sha256 == first.tokenizer.sha256
+    # A BPE setting is part of the key: a new vocabulary size trains a second model.
+    third = prepare_data({**cfg, "vocab_size": 110}, splits=[], log=lambda _: None)
+    assert third.reused == {"bpe": False} and third.tokenizer.vocab_size == 110
