@@ -1,0 +1,324 @@
+"""Batched beam search over the model's cached one-step decoder.
+
+Legend: B sentences, A active (unfinished) sentences, N beam, K n-best, V vocabulary,
+S source length, L the longest allowed output, t tokens generated so far (BOS, EOS excluded).
+
+What one step does, for every active sentence at once (no Python loop over hypotheses):
+
+1. The decoder scores the next token of each of the N alive hypotheses; log-softmax in float32.
+2. `select_step` takes the 2N best extensions. An EOS among the N best finishes its hypothesis
+   (it would have taken a beam slot); the N best non-EOS extensions stay alive, so the beam is
+   always full.
+3. Finished hypotheses are scored length-normalised, score = log P(Y) / lp(|Y|), with the paper's
+   lp(|Y|) = ((5 + |Y|) / 6)^alpha (Wu et al., 2016) and |Y| counting the EOS, as tensor2tensor
+   does. Each sentence keeps its K best finished hypotheses.
+4. A sentence is done when nothing still alive can enter its K best (see `_upper_bound`), or when
+   it reached its length limit; done sentences leave the active batch, so later steps cost less.
+
+Early stopping is exact: the result equals running every sentence to its length limit with the
+same beam.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """One translation: token ids without BOS/EOS and the length-normalised log-probability."""
+
+    tokens: list[int]
+    score: float
+
+
+class StepDecoder(Protocol):
+    """What beam search needs from a model (rpr_nmt.model.Transformer satisfies it)."""
+
+    def encode(self, src: Tensor) -> Any: ...  # object with .index_select(index)
+
+    def decode_step(self, tgt: Tensor, encoder_out: Any, cache: Any) -> tuple[Tensor, Any]: ...
+
+
+def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
+    """The paper's (GNMT's) length penalty lp(|Y|) = ((5 + |Y|) / 6)^alpha; alpha = 0 gives 1."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_output_lengths(
+    src: Tensor, *, max_len_a: float, max_len_b: int, min_len: int, pad_id: int
+) -> Tensor:
+    """Per-sentence output length limit floor(a * source length + b), EOS excluded, at least
+    min_len.
+
+    The source length counts the non-padding source tokens, its EOS included (as fairseq does).
+
+    Shapes:
+        src (B, S) -> (B,) long
+    """
+    src_len = (src != pad_id).sum(dim=1).to(torch.float64)  # (B,)
+    return (max_len_a * src_len + max_len_b).floor().long().clamp_min(max(min_len, 0))
+
+
+@dataclass
+class StepSelection:
+    """The outcome of one beam step for A sentences (see `select_step`)."""
+
+    alive_beam: Tensor  # (A, N) the hypothesis each new alive one extends, in 0 .. n_in - 1
+    alive_token: Tensor  # (A, N) its new token
+    alive_logp: Tensor  # (A, N) its log-probability, sorted best first; -inf = no such hypothesis
+    eos_beam: Tensor  # (A, N) hypotheses whose EOS ranks among the N best extensions
+    eos_logp: (
+        Tensor  # (A, N) their log-probability with the EOS; -inf where there is no EOS in that rank
+    )
+
+
+def select_step(logp: Tensor, lprobs: Tensor, *, beam_size: int, eos_id: int) -> StepSelection:
+    """Choose the next beam from all one-token extensions of the alive hypotheses.
+
+    Args:
+        logp: log-probabilities of the alive hypotheses (-inf for empty slots).
+        lprobs: next-token log-probabilities of each alive hypothesis, constraints already applied.
+        beam_size: N, the number of hypotheses kept alive.
+        eos_id: end-of-sentence id.
+
+    Returns:
+        The N best non-EOS extensions (the new beam), and the EOS extensions that rank among the
+        N best overall.
+
+    Shapes:
+        logp (A, n_in), lprobs (A, n_in, V) -> fields of shape (A, N)
+    """
+    A, n_in, V = lprobs.shape
+    N = beam_size
+    total = (logp.unsqueeze(-1) + lprobs).view(A, n_in * V)  # (A, n_in * V)
+    if total.size(1) < 2 * N:  # tiny vocabularies: pad so that 2N candidates exist
+        total = F.pad(total, (0, 2 * N - total.size(1)), value=NEG_INF)
+    cand_logp, cand_index = total.topk(2 * N, dim=1)  # (A, 2N), best first
+    cand_beam = (cand_index // V).clamp_max(n_in - 1)  # padded candidates are -inf anyway
+    cand_token = cand_index % V
+    is_eos = cand_token == eos_id  # (A, 2N)
+    # Among 2N candidates at most n_in <= N end in EOS, so at least N continue.
+    eos_logp = cand_logp[:, :N].masked_fill(~is_eos[:, :N], NEG_INF)  # (A, N)
+    alive_logp, pos = cand_logp.masked_fill(is_eos, NEG_INF).topk(N, dim=1)  # (A, N)
+    return StepSelection(
+        alive_beam=cand_beam.gather(1, pos),
+        alive_token=cand_token.gather(1, pos),
+        alive_logp=alive_logp,
+        eos_beam=cand_beam[:, :N],
+        eos_logp=eos_logp,
+    )
+
+
+def _upper_bound(alive_logp: Tensor, t: int, max_len: Tensor, alpha: float) -> Tensor:
+    """Best score any descendant of the alive hypotheses can still reach, per sentence.
+
+    A descendant finishes with log P <= the current log P (log-probabilities only decrease, and
+    both are <= 0), so its score log P / lp(|Y|) is at most current log P / lp(|Y|): largest where
+    lp is largest. The alive hypotheses hold t + 1 tokens, so |Y| (EOS included) lies in
+    t + 2 .. max_len + 1. With alpha >= 0, lp grows with |Y|, so the bound divides by
+    lp(max_len + 1); dividing by the current length's lp instead would stop too early and miss
+    longer hypotheses that the length penalty favours. With alpha < 0, lp shrinks: lp(t + 2).
+
+    Shapes:
+        alive_logp (A, N), max_len (A,) -> (A,)
+    """
+    best = alive_logp[:, 0]  # (A,) sorted best first
+    if alpha >= 0:
+        lp = length_penalty(max_len.to(best.dtype) + 1.0, alpha)  # (A,)
+    else:
+        lp = torch.full_like(best, float(length_penalty(float(t + 2), alpha)))
+    return best / lp
+
+
+@dataclass
+class _Beams:
+    """Decoding state of the active sentences; `keep` drops finished ones (row order = sentence
+    order)."""
+
+    sentence: Tensor  # (A,) index into the input batch
+    max_len: Tensor  # (A,) output length limits
+    logp: Tensor  # (A, n_in) alive log-probabilities
+    tokens: Tensor  # (A, n_in, t) alive tokens
+    fin_score: Tensor  # (A, K) kept finished scores, best first, -inf = empty
+    fin_len: Tensor  # (A, K)
+    fin_tokens: Tensor  # (A, K, L) padded
+
+    def keep(self, idx: Tensor) -> None:
+        for name in ("sentence", "max_len", "logp", "tokens", "fin_score", "fin_len", "fin_tokens"):
+            setattr(self, name, getattr(self, name).index_select(0, idx))
+
+    def add_finished(self, sel: StepSelection, t: int, alpha: float, pad_id: int) -> None:
+        """Merge this step's EOS hypotheses (t tokens each) into the K best finished ones."""
+        A, K, L = self.fin_tokens.shape
+        N = sel.eos_beam.size(1)
+        score = sel.eos_logp / length_penalty(float(t + 1), alpha)  # (A, N)
+        new_tokens = self.tokens.gather(1, sel.eos_beam[..., None].expand(-1, -1, t))  # (A, N, t)
+        new_tokens = F.pad(new_tokens, (0, L - t), value=pad_id)  # (A, N, L)
+        all_score = torch.cat([self.fin_score, score], dim=1)  # (A, K + N), old ones first
+        self.fin_score, pos = all_score.topk(K, dim=1)  # (A, K)
+        new_len = torch.full((A, N), t, dtype=self.fin_len.dtype, device=self.fin_len.device)
+        self.fin_len = torch.cat([self.fin_len, new_len], dim=1).gather(1, pos)
+        all_tokens = torch.cat([self.fin_tokens, new_tokens], dim=1)  # (A, K + N, L)
+        self.fin_tokens = all_tokens.gather(1, pos[..., None].expand(-1, -1, L))
+
+    def advance(self, sel: StepSelection) -> None:
+        """Reorder the alive hypotheses to the new beam and append their new tokens."""
+        t = self.tokens.size(2)
+        kept = self.tokens.gather(1, sel.alive_beam[..., None].expand(-1, -1, t))  # (A, N, t)
+        self.tokens = torch.cat([kept, sel.alive_token.unsqueeze(-1)], dim=2)  # (A, N, t + 1)
+        self.logp = sel.alive_logp
+
+
+def _next_token_logprobs(
+    logits: Tensor, t: int, beams: _Beams, min_len: int, eos_id: int, bos_id: int, pad_id: int
+) -> Tensor:
+    """Float32 log-softmax of the newest position, length constraints and forbidden ids applied.
+
+    Shapes:
+        logits (A * n_in, Tnew, V) -> (A, n_in, V)
+    """
+    A, n_in = beams.logp.shape
+    lprobs = torch.log_softmax(logits[:, -1].float(), dim=-1).view(A, n_in, -1)  # (A, n_in, V)
+    lprobs[..., pad_id] = NEG_INF
+    lprobs[..., bos_id] = NEG_INF
+    if t < min_len:
+        lprobs[..., eos_id] = NEG_INF
+    at_limit = beams.max_len == t  # (A,) these must end now
+    if bool(at_limit.any()):
+        eos_lprob = lprobs[..., eos_id].clone()
+        lprobs[at_limit] = NEG_INF
+        lprobs[..., eos_id] = eos_lprob
+    return lprobs
+
+
+def _check(beam_size: int, nbest: int, length_penalty: float, min_len: int) -> None:
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be in 1 .. beam_size ({beam_size}), got {nbest}")
+    if min_len < 0:
+        raise ValueError(f"min_len must be >= 0, got {min_len}")
+    if length_penalty != length_penalty:  # NaN
+        raise ValueError("length_penalty is NaN; use 0.0 for no length normalisation")
+
+
+@torch.inference_mode()
+def beam_search(
+    model: StepDecoder,
+    src: Tensor,
+    *,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    min_len: int = 1,
+    nbest: int = 1,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    pad_id: int = 0,
+) -> list[list[Hypothesis]]:
+    """Translate a padded batch of source sentences with batched beam search.
+
+    Args:
+        model: encoder-decoder with `encode` and cached `decode_step` (see StepDecoder).
+        src: source token ids (each sentence ends with EOS), padded with pad_id.
+        beam_size: N, hypotheses kept alive per sentence.
+        length_penalty: alpha of lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting EOS; 0 = raw
+            log-probability.
+        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded).
+        min_len: EOS is not allowed before this many output tokens.
+        nbest: K, hypotheses returned per sentence (<= beam_size).
+        bos_id, eos_id, pad_id: special ids; BOS and PAD are never generated.
+
+    Returns:
+        Per sentence, its K best finished hypotheses, best first.
+
+    Shapes:
+        src (B, S)
+    """
+    _check(beam_size, nbest, length_penalty, min_len)
+    if src.size(0) == 0:
+        return []
+    B, device = src.size(0), src.device
+    N, K, alpha = beam_size, nbest, float(length_penalty)
+    max_len = max_output_lengths(
+        src, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id
+    )  # (B,)
+    L = int(max_len.max())
+    beams = _Beams(
+        sentence=torch.arange(B, device=device),
+        max_len=max_len,
+        logp=torch.zeros(B, 1, device=device),  # one alive hypothesis (BOS) until the first step
+        tokens=torch.zeros(B, 1, 0, dtype=torch.long, device=device),
+        fin_score=torch.full((B, K), NEG_INF, device=device),  # (A, K) best first
+        fin_len=torch.zeros(B, K, dtype=torch.long, device=device),
+        fin_tokens=torch.full((B, K, L), pad_id, dtype=torch.long, device=device),
+    )
+    out = _Finished.empty((B, K, L), pad_id, device)
+    encoder_out = model.encode(src)  # one row per sentence; N rows per sentence after step 0
+    cache, last = None, torch.full((B, 1), bos_id, dtype=torch.long, device=device)
+    for t in range(L + 1):
+        logits, cache = model.decode_step(last, encoder_out, cache)  # (A * n_in, 1, V)
+        lprobs = _next_token_logprobs(logits, t, beams, min_len, eos_id, bos_id, pad_id)
+        sel = select_step(beams.logp, lprobs, beam_size=N, eos_id=eos_id)  # (A, N) fields
+        if bool(torch.isfinite(sel.eos_logp).any()):
+            beams.add_finished(sel, t, alpha, pad_id)
+        bound = _upper_bound(sel.alive_logp, t, beams.max_len, alpha)  # (A,)
+        done = (bound <= beams.fin_score[:, -1]) | (beams.max_len <= t)  # (A,)
+        A, n_in = beams.logp.shape
+        rows = torch.arange(A, device=device).unsqueeze(1) * n_in + sel.alive_beam  # (A, N)
+        beams.advance(sel)
+        keep = out.retire(beams, done)  # (A',) surviving rows of the active batch
+        if keep.numel() == 0:
+            break
+        cache = cache.index_select(rows[keep].flatten())  # (A' * N) rows: new beam order
+        if n_in != N or keep.numel() != A:
+            enc_rows = keep.unsqueeze(1) * n_in + torch.arange(N, device=device) % n_in  # (A', N)
+            encoder_out = encoder_out.index_select(enc_rows.flatten())
+        last = beams.tokens[:, :, -1].reshape(-1, 1)  # (A' * N, 1)
+    return out.hypotheses()
+
+
+@dataclass
+class _Finished:
+    """The K best finished hypotheses of every input sentence, filled as sentences are done."""
+
+    score: Tensor  # (B, K)
+    length: Tensor  # (B, K)
+    tokens: Tensor  # (B, K, L)
+
+    @classmethod
+    def empty(cls, shape: tuple[int, int, int], pad_id: int, device: torch.device) -> _Finished:
+        B, K, L = shape
+        return cls(
+            score=torch.full((B, K), NEG_INF, device=device),
+            length=torch.zeros(B, K, dtype=torch.long, device=device),
+            tokens=torch.full((B, K, L), pad_id, dtype=torch.long, device=device),
+        )
+
+    def retire(self, beams: _Beams, done: Tensor) -> Tensor:
+        """Copy out the done sentences, drop them from `beams`; returns the kept rows (A',)."""
+        if not bool(done.any()):
+            return torch.arange(done.numel(), device=done.device)
+        ids = beams.sentence[done]
+        self.score[ids], self.length[ids] = beams.fin_score[done], beams.fin_len[done]
+        self.tokens[ids] = beams.fin_tokens[done]
+        keep = (~done).nonzero().squeeze(1)  # (A',)
+        beams.keep(keep)
+        return keep
+
+    def hypotheses(self) -> list[list[Hypothesis]]:
+        """Per sentence, its finished hypotheses best first, skipping empty (-inf) slots."""
+        scores, lengths, tokens = self.score.tolist(), self.length.tolist(), self.tokens.tolist()
+        return [
+            [Hypothesis(tokens=tok[:n], score=sc) for sc, n, tok in zip(*row) if sc != NEG_INF]
+            for row in zip(scores, lengths, tokens)
+        ]

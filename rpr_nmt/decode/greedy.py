@@ -1,0 +1,94 @@
+"""Greedy decoding: the most probable next token at every step.
+
+Legend: B sentences, A active sentences, V vocabulary, t tokens generated so far.
+
+It returns what `beam_search(..., beam_size=1, length_penalty=0.0)` returns. With alpha > 0 the
+two may differ: beam 1 keeps the best non-EOS continuation alive after an EOS and stops only when
+no continuation can reach a better length-normalised score; greedy stops at the first EOS (its
+score is then normalised with alpha).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rpr_nmt.decode import beam
+from rpr_nmt.decode.beam import NEG_INF, Hypothesis, StepDecoder, max_output_lengths
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: StepDecoder,
+    src: Tensor,
+    *,
+    length_penalty: float = 0.0,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    min_len: int = 1,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    pad_id: int = 0,
+) -> list[list[Hypothesis]]:
+    """Translate a padded batch by taking the arg-max token at each step.
+
+    Args:
+        model: encoder-decoder with `encode` and cached `decode_step`.
+        src: source token ids (each sentence ends with EOS), padded with pad_id.
+        length_penalty: alpha used only to normalise the returned score (as beam search does).
+        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded).
+        min_len: EOS is not allowed before this many output tokens.
+        bos_id, eos_id, pad_id: special ids; BOS and PAD are never generated.
+
+    Returns:
+        Per sentence, a one-element list with its hypothesis.
+
+    Shapes:
+        src (B, S)
+    """
+    B, device = src.size(0), src.device
+    if B == 0:
+        return []
+    max_len = max_output_lengths(
+        src, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id
+    )  # (B,)
+    L = int(max_len.max())
+    sentence = torch.arange(B, device=device)  # (A,) active sentences
+    tokens = torch.full((B, L), pad_id, dtype=torch.long, device=device)  # (B, L) outputs
+    logp = torch.zeros(B, device=device)  # (A,)
+    out_logp, out_len = (
+        torch.zeros(B, device=device),
+        torch.zeros(B, dtype=torch.long, device=device),
+    )
+    encoder_out, cache = model.encode(src), None
+    last = torch.full((B, 1), bos_id, dtype=torch.long, device=device)  # (A, 1)
+    for t in range(L + 1):
+        logits, cache = model.decode_step(last, encoder_out, cache)  # (A, 1, V)
+        lprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (A, V)
+        lprobs[:, pad_id] = NEG_INF
+        lprobs[:, bos_id] = NEG_INF
+        if t < min_len:
+            lprobs[:, eos_id] = NEG_INF
+        at_limit = max_len[sentence] == t  # (A,)
+        lprobs[at_limit] = lprobs[at_limit].masked_fill(
+            torch.arange(lprobs.size(1), device=device) != eos_id, NEG_INF
+        )
+        best_lprob, best = lprobs.max(dim=-1)  # (A,)
+        logp = logp + best_lprob
+        done = best == eos_id  # (A,)
+        if t < L:
+            tokens[sentence, t] = best.masked_fill(done, pad_id)
+        if bool(done.any()):
+            out_logp[sentence[done]] = logp[done]
+            out_len[sentence[done]] = t
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            sentence, logp, best = sentence[keep], logp[keep], best[keep]
+            cache, encoder_out = cache.index_select(keep), encoder_out.index_select(keep)
+        last = best.unsqueeze(1)
+    scores = (out_logp / beam.length_penalty(out_len.float() + 1.0, length_penalty)).tolist()
+    return [
+        [Hypothesis(tokens=row[:n], score=s)]
+        for row, n, s in zip(tokens.tolist(), out_len.tolist(), scores)
+    ]

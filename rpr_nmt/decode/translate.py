@@ -1,0 +1,139 @@
+"""Raw sentences in, hypotheses out: tokenise, batch by length, beam search, restore the input
+order."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from rpr_nmt.decode.beam import Hypothesis, beam_search
+from rpr_nmt.decode.greedy import greedy_search
+
+
+class TextTokenizer(Protocol):
+    """What decoding needs from rpr_nmt.data.Tokenizer."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """The DecodeConfig fields that decoding uses (see rpr_nmt/config.py for their meaning)."""
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    min_len: int = 1
+    nbest: int = 1
+    max_sentences: int = 128
+    precision: str = "fp32"
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None = None, **overrides: Any) -> DecodeSettings:
+        """Settings from a DecodeConfig-like mapping (extra keys such as `device` ignored) and
+        overrides."""
+        merged = {**(dict(cfg) if cfg is not None else {}), **overrides}
+        known = {k: merged[k] for k in cls.__dataclass_fields__ if k in merged}
+        settings = cls(**known)
+        if settings.precision not in ("fp32", "bf16"):
+            raise ValueError(
+                f"decode.precision must be 'fp32' or 'bf16', got {settings.precision!r}"
+            )
+        if settings.max_sentences < 1:
+            raise ValueError(f"decode.max_sentences must be >= 1, got {settings.max_sentences}")
+        return settings
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast for precision "bf16", a no-op for "fp32" (log-softmax stays float32 either
+    way)."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def length_sorted_batches(lengths: Sequence[int], max_sentences: int) -> Iterator[list[int]]:
+    """Indices in batches of at most max_sentences, longest sentences first (less padding, and the
+    slowest batches are seen first)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    for start in range(0, len(order), max_sentences):
+        yield order[start : start + max_sentences]
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> Tensor:
+    """Right-pad id sequences into a (B, S) long tensor."""
+    width = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out.to(device)
+
+
+def decode_batch(
+    model: nn.Module, src: Tensor, settings: DecodeSettings, special: Mapping[str, int]
+) -> list[list[Hypothesis]]:
+    """Beam search on one padded batch (greedy when beam_size is 1 and alpha is 0), under autocast.
+
+    Shapes:
+        src (B, S)
+    """
+    lengths = dict(
+        max_len_a=settings.max_len_a, max_len_b=settings.max_len_b, min_len=settings.min_len
+    )
+    with autocast(src.device, settings.precision):
+        if settings.beam_size == 1 and settings.length_penalty == 0.0:
+            return greedy_search(model, src, length_penalty=0.0, **lengths, **special)
+        return beam_search(
+            model,
+            src,
+            beam_size=settings.beam_size,
+            length_penalty=settings.length_penalty,
+            nbest=settings.nbest,
+            **lengths,
+            **special,
+        )
+
+
+def translate(
+    model: nn.Module,
+    tokenizer: TextTokenizer,
+    sentences: Sequence[str],
+    decode_cfg: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> list[list[Hypothesis]]:
+    """Translate raw sentences; results come back in input order.
+
+    Args:
+        model: the Transformer (put in eval mode here); inputs go to the device of its parameters.
+        tokenizer: BPE tokenizer of the model (encode / decode, pad_id / bos_id / eos_id).
+        sentences: raw source sentences.
+        decode_cfg: DecodeConfig fields (beam_size, length_penalty, max_len_a, max_len_b,
+            min_len, nbest, max_sentences, precision); missing ones take DecodeConfig's defaults.
+        **overrides: individual settings that replace decode_cfg's.
+
+    Returns:
+        Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first.
+    """
+    settings = DecodeSettings.from_config(decode_cfg, **overrides)
+    special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
+    device = next(model.parameters()).device
+    model.eval()
+    encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
+    results: list[list[Hypothesis]] = [[] for _ in sentences]
+    for batch in length_sorted_batches([len(e) for e in encoded], settings.max_sentences):
+        src = pad_batch([encoded[i] for i in batch], tokenizer.pad_id, device)  # (B, S)
+        for i, hyps in zip(batch, decode_batch(model, src, settings, special)):
+            results[i] = hyps
+    return results
