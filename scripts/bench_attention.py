@@ -1,0 +1,227 @@
+"""Benchmark relative attention: forward + backward time and peak memory.
+
+Part 1, the attention core over n = 32 .. 2048 (H = 8, Dh = 64, k = 16, one table shared across
+heads, about 4096 tokens per batch: B = max(1, 4096 // n)):
+    none          plain attention (scaled_dot_product_attention)
+    aK            a^K only: gather q . w^K^T
+    aK+aV         a^K and a^V: gather, and bucket-sum alpha then multiply by w^V
+    materialised  the paper's section 3.3 method: (n, n, Dh) tensors of gathered table rows
+                  (defined only here, as the baseline)
+Part 2, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
+with and without relative terms (k = 16, a^K + a^V, per-head tables), timed interleaved A/B;
+the figure is the median of per-round time ratios (the host is shared and drifts).
+
+Peak memory: on CUDA, torch.cuda.max_memory_allocated above the memory held before the call. On CPU,
+each (method, n) runs once in a fresh subprocess: the growth of the process's peak resident set
+(VmHWM, reset through /proc/self/clear_refs) over its resident set before the call, so it counts
+every byte the forward + backward touched, including allocator overhead (glibc, default settings).
+
+Usage:
+    python scripts/bench_attention.py [--device cpu|cuda] [--dtype float32|bfloat16] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
+from rpr_nmt.model.transformer import EncoderLayer  # noqa: E402
+
+METHODS = ["none", "aK", "aK+aV", "materialised"]
+H, DH, K, TOKENS = 8, 64, 16, 4096
+
+
+def materialised_attention(q, k, v, rel_keys, rel_values, max_relative_position):
+    """The paper's section 3.3: gather (n, n, Dh) tensors a^K, a^V, then batched matmuls."""
+    B, Hh, T, Dh = q.shape
+    index = relative_position_index(T, T, max_relative_position, device=q.device)
+    a_k, a_v = rel_keys[index], rel_values[index]  # (T, T, Dh) each
+    q = q / Dh**0.5
+    q_t = q.permute(2, 0, 1, 3).reshape(T, B * Hh, Dh)  # (T, B*H, Dh)
+    position = (q_t @ a_k.transpose(1, 2)).view(T, B, Hh, T).permute(1, 2, 0, 3)  # (B, H, T, T)
+    alpha = torch.softmax(q @ k.transpose(-1, -2) + position, dim=-1)  # (B, H, T, T)
+    alpha_t = alpha.permute(2, 0, 1, 3).reshape(T, B * Hh, T)  # (T, B*H, T)
+    z_pos = (alpha_t @ a_v).view(T, B, Hh, Dh).permute(1, 2, 0, 3)  # (B, H, T, Dh)
+    return alpha @ v + z_pos
+
+
+def core_inputs(n, device, dtype):
+    gen = torch.Generator().manual_seed(n)
+    B = max(1, TOKENS // n)
+    qkv = [torch.randn(B, H, n, DH, generator=gen) for _ in range(3)]
+    tables = [torch.randn(2 * K + 1, DH, generator=gen) * 0.1 for _ in range(2)]
+    grad = torch.randn(B, H, n, DH, generator=gen)
+    leaves = [t.to(device, dtype).requires_grad_() for t in qkv + tables]
+    return leaves, grad.to(device, dtype)
+
+
+def core_step(method, leaves, grad):
+    q, k, v, wk, wv = leaves
+    if method == "materialised":
+        out = materialised_attention(q, k, v, wk, wv, K)
+    else:
+        tables = {"none": (None, None), "aK": (wk, None), "aK+aV": (wk, wv)}[method]
+        out = relative_attention(
+            q, k, v, rel_keys=tables[0], rel_values=tables[1], max_relative_position=K
+        )
+    out.backward(grad)
+    for t in leaves:
+        t.grad = None
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, repeats=1):
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / repeats
+
+
+def _proc_kib(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def measure_peak_here(method, n, device, dtype):
+    """Peak extra bytes of one forward + backward, measured in this process."""
+    warm_leaves, warm_grad = core_inputs(8, device, dtype)
+    core_step(method, warm_leaves, warm_grad)  # one-time library set-up is not the method's memory
+    leaves, grad = core_inputs(n, device, dtype)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        core_step(method, leaves, grad)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
+    before = _proc_kib("VmRSS")
+    core_step(method, leaves, grad)
+    return (_proc_kib("VmHWM") - before) * 1024
+
+
+def measure_peak(method, n, args):
+    if args.device == "cuda":
+        return measure_peak_here(method, n, torch.device("cuda"), getattr(torch, args.dtype))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    cmd = [sys.executable, __file__, "--peak-of", method, str(n), "--dtype", args.dtype]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])["peak"]
+
+
+def bench_core(args, device, dtype):
+    sizes = [2**p for p in range(5, 12) if 2**p <= args.max_n]
+    print(
+        f"\n## Attention core, forward + backward (H {H}, Dh {DH}, k {K}, ~{TOKENS} tokens/batch)"
+    )
+    print("| n | B | method | time ms | x none | peak MiB | extra peak over none MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        leaves, grad = core_inputs(n, device, dtype)
+        methods = [m for m in METHODS if m != "materialised" or n <= args.max_materialised_n]
+        times = {m: [] for m in methods}
+        for m in methods:  # warm-up
+            core_step(m, leaves, grad)
+        repeats = max(1, 256 // n) if not args.quick else 1
+        for _ in range(args.rounds):
+            for m in methods:
+                step = lambda m=m, x=leaves, g=grad: core_step(m, x, g)  # noqa: E731
+                times[m].append(timed(step, device, repeats))
+        leaves = grad = None  # free them before the memory runs
+        peaks = {m: measure_peak(m, n, args) for m in methods}
+        base_t, base_p = statistics.median(times["none"]), peaks["none"]
+        for m in methods:
+            t = statistics.median(times[m])
+            row = [n, max(1, TOKENS // n), m, f"{t * 1e3:.2f}", f"{t / base_t:.2f}"]
+            row += [f"{peaks[m] / 2**20:.0f}", f"{(peaks[m] - base_p) / 2**20:+.0f}"]
+            print("| " + " | ".join(map(str, row)) + " |", flush=True)
+
+
+def bench_layer(args, device, dtype):
+    torch.manual_seed(0)
+    n, B = 64, 64
+    sizes = dict(d_model=512, n_heads=8, d_ff=2048, dropout=0.1, attention_dropout=0.1)
+    layers = {
+        "none": EncoderLayer(**sizes, max_relative_position=0),
+        "aK+aV": EncoderLayer(**sizes, max_relative_position=K),
+    }
+    for layer in layers.values():
+        layer.to(device, dtype).train()
+    x = torch.randn(B, n, 512, device=device, dtype=dtype)
+
+    def step(name):
+        layers[name](x).square().mean().backward()
+        for p in layers[name].parameters():
+            p.grad = None
+
+    for name in layers:
+        step(name)
+    rounds = 5 if args.quick else args.layer_rounds
+    times = {name: [] for name in layers}
+    for r in range(rounds):
+        order = list(layers) if r % 2 == 0 else list(reversed(layers))  # A B, B A, ...
+        for name in order:
+            times[name].append(timed(lambda name=name: step(name), device, repeats=3))
+    ratios = [a / b for a, b in zip(times["aK+aV"], times["none"])]
+    print(f"\n## Encoder layer (D 512, 8 heads, d_ff 2048, B {B}, n {n}), forward + backward")
+    print(f"interleaved rounds: {rounds} (3 steps each)")
+    print("| layer | median ms |")
+    print("|---|---|")
+    for name in layers:
+        print(f"| {name} | {statistics.median(times[name]) * 1e3:.1f} |")
+    quartiles = statistics.quantiles(ratios, n=4)
+    print(
+        f"median per-round ratio aK+aV / none: {statistics.median(ratios):.3f} "
+        f"(quartiles {quartiles[0]:.3f} .. {quartiles[2]:.3f})"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--quick", action="store_true", help="n <= 512, few rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per n")
+    parser.add_argument("--layer-rounds", type=int, default=21)
+    parser.add_argument("--max-n", type=int, default=2048)
+    parser.add_argument("--max-materialised-n", type=int, default=2048)
+    parser.add_argument("--skip-core", action="store_true")
+    parser.add_argument("--skip-layer", action="store_true")
+    parser.add_argument("--peak-of", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    if args.peak_of:
+        peak = measure_peak_here(args.peak_of[0], int(args.peak_of[1]), device, dtype)
+        print(json.dumps({"peak": peak}))
+        return
+    if args.quick:
+        args.max_n, args.rounds = min(args.max_n, 512), 2
+    print(f"torch {torch.__version__}, device {device}, dtype {args.dtype}, "
+          f"threads {torch.get_num_threads()}, {time.strftime('%Y-%m-%d %H:%M')}")  # fmt: skip
+    if not args.skip_core:
+        bench_core(args, device, dtype)
+    if not args.skip_layer:
+        bench_layer(args, device, dtype)
+
+
+if __name__ == "__main__":
+    main()
