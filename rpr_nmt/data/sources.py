@@ -143,17 +143,23 @@ def read_hub_pair(
     except Exception as e:  # noqa: BLE001 - network, missing dataset or split: all end the same way
         raise DataError(
             f"could not load {where}: {type(e).__name__}: {e}. Without access to the Hugging Face "
-            "hub use "
-            "data.source=local with data.root pointing at {split}.{lang}[.gz] files."
+            "hub use data.source=local with data.root pointing at {split}.{lang}[.gz] files."
         ) from e
-    columns = _columns(ds.features, src_lang, tgt_lang, where)
     if isinstance(ds, datasets.IterableDataset):
-        rows = itertools.islice(iter(ds), limit)
+        rows = iter(ds)
+        features = ds.features
+        if features is None:  # some streamed formats only reveal their columns in the first row
+            first = next(rows, None)
+            features = {} if first is None else first
+            rows = itertools.chain([] if first is None else [first], rows)
+        columns = _columns(features, src_lang, tgt_lang, where)
+        rows = itertools.islice(rows, limit)
         if columns is None:
             pairs = [(r["translation"][src_lang], r["translation"][tgt_lang]) for r in rows]
         else:
             pairs = [(r[columns[0]], r[columns[1]]) for r in rows]
         return [p[0] for p in pairs], [p[1] for p in pairs]
+    columns = _columns(ds.features, src_lang, tgt_lang, where)
     if limit is not None and limit < len(ds):
         ds = ds.select(range(limit))
     if columns is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from rpr_nmt.data import EncodedCorpus, prepare_data, read_parallel_text
@@ -89,3 +91,22 @@ def test_real_multi30k_val_prepared(shared_data, make_cfg):
     assert data.cleaning.read == 2000 and len(data.splits["train"]) == data.cleaning.kept
     src, _ = read_parallel_text(cfg, "val")
     assert data.tokenizer.decode(data.splits["val"].src[0]) == src[0]
+
+
+def test_prepare_from_hub_schema_dataset(make_cfg, tmp_path):
+    # The hub code path end to end, on a local folder of WMT14-schema files (no network).
+    folder = tmp_path / "wmt_like"
+    for split, n, seed in (("train", 300, 0), ("test", 20, 1)):
+        src, tgt = synthetic_pairs(n, seed)
+        rows = [json.dumps({"translation": {"en": s, "de": t}}) for s, t in zip(src, tgt)]
+        write_lines(folder / f"{split}.jsonl", rows)
+    cfg = make_cfg(
+        source="hub",
+        hub_dataset=str(folder),
+        hub_splits={"train": "train", "test": "test"},
+        streaming=True,
+        max_train_pairs=250,
+    )
+    data = prepare_data(cfg, splits=["train", "test"], log=_quiet)
+    assert data.cleaning.read == 250 and len(data.splits["test"]) == 20
+    assert prepare_data(cfg, splits=["train", "test"], log=_quiet).reused["train"]
