@@ -1,0 +1,137 @@
+"""Beam search over the real model: cached decoding gives what recomputing the prefix gives."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from rpr_nmt.config import ModelConfig
+from rpr_nmt.decode import UncachedModel, beam_search, greedy_search, translate
+
+model_module = pytest.importorskip("rpr_nmt.model")
+
+PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
+SPECIAL = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
+TINY = asdict(
+    ModelConfig(
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.1,
+        attention_dropout=0.1,
+        max_relative_position=4,
+        pre_norm=True,
+    )
+)
+
+
+def tiny_model(**changes) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = model_module.build_model({**TINY, **changes}, vocab_size=VOCAB, pad_id=PAD)
+    return model.eval()
+
+
+def random_src(n: int = 5) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.randint(2, 9, (n,), generator=g)
+    src = torch.full((n, int(lengths.max())), PAD)
+    for i, length in enumerate(lengths.tolist()):
+        src[i, : length - 1] = torch.randint(4, VOCAB, (length - 1,), generator=g)
+        src[i, length - 1] = EOS
+    return src
+
+
+class _EosBias:
+    """Adds 0.8 * (position - 3) to the EOS logit so that random models end at varied lengths."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def encode(self, src):
+        return self.inner.encode(src)
+
+    def decode_step(self, tgt, encoder_out, cache):
+        logits, cache = self.inner.decode_step(tgt, encoder_out, cache)  # (R, Tnew, V)
+        positions = torch.arange(cache.length - tgt.size(1), cache.length)  # (Tnew,)
+        logits = logits.clone()
+        logits[..., EOS] += 0.8 * (positions - 3)
+        return logits, cache
+
+
+def as_lists(hyps):
+    return [[(h.tokens, h.score) for h in nbest] for nbest in hyps]
+
+
+def assert_same(a, b) -> None:
+    assert [[t for t, _ in x] for x in a] == [[t for t, _ in x] for x in b]
+    for x, y in zip(a, b):
+        for (_, s), (_, r) in zip(x, y):
+            assert s == pytest.approx(r, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"pre_norm": False, "sinusoidal": True, "share_relative_across_heads": True}],
+    ids=["tiny", "post_norm_sinusoid_shared"],
+)
+def test_cached_beam_search_equals_recomputing_the_prefix(changes):
+    model, src = tiny_model(**changes), random_src()
+    kw = dict(beam_size=3, length_penalty=0.6, max_len_a=1.0, max_len_b=3, min_len=1, nbest=3)
+    for wrap in (lambda m: m, _EosBias):  # hypotheses run to max_len, or end at varied lengths
+        cached = as_lists(beam_search(wrap(model), src, **kw, **SPECIAL))
+        uncached = beam_search(wrap(UncachedModel(model, reencode=True)), src, **kw, **SPECIAL)
+        assert_same(cached, as_lists(uncached))
+        assert all(len(nbest) == 3 for nbest in cached)
+    lengths = {len(t) for nbest in cached for t, _ in nbest}
+    assert len(lengths) > 2, lengths  # the EOS bias made hypotheses of several lengths
+
+
+def test_greedy_equals_beam_one_on_the_model():
+    model, src = tiny_model(), random_src()
+    kw = dict(max_len_a=1.0, max_len_b=3, min_len=0, **SPECIAL)
+    beam = as_lists(beam_search(model, src, beam_size=1, length_penalty=0.0, **kw))
+    greedy = as_lists(greedy_search(model, src, **kw))
+    uncached = as_lists(greedy_search(UncachedModel(model), src, **kw))
+    assert_same(beam, greedy)
+    assert_same(greedy, uncached)
+
+
+def test_batching_does_not_change_results():
+    model, src = tiny_model(), random_src(6)
+    kw = dict(beam_size=4, length_penalty=0.6, max_len_a=1.0, max_len_b=3, min_len=1, **SPECIAL)
+    model = _EosBias(model)  # sentences finish at different steps and leave the batch
+    together = as_lists(beam_search(model, src, **kw))
+    alone = [as_lists(beam_search(model, src[i : i + 1], **kw))[0] for i in range(len(src))]
+    assert_same(together, alone)
+
+
+class _CharTokenizer:
+    """Characters 'a'..'t' as ids 4..23 (enough of rpr_nmt.data.Tokenizer for translate)."""
+
+    pad_id, bos_id, eos_id = PAD, BOS, EOS
+
+    def encode(self, text: str) -> list[int]:
+        return [4 + (ord(ch) - ord("a")) % (VOCAB - 4) for ch in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(chr(ord("a") + i - 4) for i in ids if i >= 4)
+
+
+def test_translate_returns_input_order_and_matches_single_sentences():
+    model = tiny_model()
+    sentences = ["abc", "a", "hello", "", "qrstabcd", "ee"]
+    cfg = dict(beam_size=2, length_penalty=0.6, max_len_a=1.0, max_len_b=2, nbest=2, device="cpu")
+    out = translate(model, _CharTokenizer(), sentences, cfg, max_sentences=4)
+    one_by_one = [translate(model, _CharTokenizer(), [s], cfg)[0] for s in sentences]
+    assert_same(as_lists(out), as_lists(one_by_one))
+    assert all(len(nbest) == 2 for nbest in out)
+
+
+def test_bf16_autocast_decodes():
+    model = tiny_model()
+    out = translate(model, _CharTokenizer(), ["abc", "de"], beam_size=2, precision="bf16")
+    assert len(out) == 2 and all(isinstance(h.score, float) for nbest in out for h in nbest)
