@@ -1,0 +1,99 @@
+"""Process groups from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), and small collectives.
+
+A single process without those variables runs with world_size 1 and never touches torch.distributed,
+so the same trainer serves a laptop, one GPU, `torchrun --nproc_per_node N` and torchrun's
+multi-node rendezvous.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from rpr_nmt.train.errors import SettingsError
+
+
+@dataclass
+class DistributedContext:
+    """Where this process sits among the training processes.
+
+    Attributes:
+        rank: global rank, 0 for the process that logs and writes checkpoints.
+        world_size: number of processes.
+        local_rank: rank on this machine (selects the GPU).
+        device: the device this process trains on.
+        owns_group: whether this context created the process group (and so destroys it).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    owns_group: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that logs, writes TensorBoard events and checkpoints."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """True when gradients must be synchronised across processes."""
+        return self.world_size > 1
+
+    def barrier(self) -> None:
+        """Wait for every process (no-op in a single process)."""
+        if self.distributed:
+            dist.barrier()
+
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Sum a small float64 vector over processes; returns it on CPU."""
+        if not self.distributed:
+            return values
+        work = values.to(self.device)
+        dist.all_reduce(work, op=dist.ReduceOp.SUM)
+        return work.cpu()
+
+    def close(self) -> None:
+        """Destroy the process group if this context created it (multirun jobs share a process)."""
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self.owns_group = False
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """Map train.device ("auto", "cpu", "cuda") to a torch device; "cuda" without a GPU fails."""
+    if name not in ("auto", "cpu", "cuda"):
+        raise SettingsError(f"train.device={name!r} is not a device; use auto, cpu or cuda")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SettingsError(
+            "train.device=cuda but no CUDA device is visible; use train.device=cpu or auto"
+        )
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def init_distributed(device_name: str) -> DistributedContext:
+    """Read torchrun's environment and join the process group (nccl on CUDA, gloo on CPU).
+
+    Without WORLD_SIZE (or with WORLD_SIZE=1) this is a single process and no group is created.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(device_name, local_rank)
+    if world_size == 1:
+        return DistributedContext(device=device)
+    owns = False
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        owns = True
+    return DistributedContext(
+        rank=rank, world_size=world_size, local_rank=local_rank, device=device, owns_group=owns
+    )

@@ -1,0 +1,122 @@
+"""What a run reports as it trains: a progress bar, log lines, TensorBoard scalars, metrics.jsonl.
+
+Only rank 0 reports; the other ranks get a Monitor with enabled=False whose methods do nothing.
+
+    <run_dir>/train.log        Python logging (Hydra's file handler)
+    <run_dir>/tb/              TensorBoard events: train/loss, train/ppl, lr, grad_norm,
+                               tokens_per_sec, valid/loss, valid/ppl, valid/bleu
+    <run_dir>/metrics.jsonl    one JSON line per log or validation event (the resume test reads it)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import resource
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+log = logging.getLogger("rpr_nmt.train")
+
+
+def perplexity(nll_per_token: float) -> float:
+    """exp of the per-token cross-entropy; inf instead of an overflow for a diverged run."""
+    return math.exp(nll_per_token) if nll_per_token < 700 else math.inf
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory: CUDA's max_memory_allocated, or the CPU resident set's high-water mark."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+class Monitor:
+    """Progress bar, log lines, TensorBoard and metrics.jsonl of one run.
+
+    Args:
+        run_dir: the run directory.
+        enabled: False on ranks other than 0.
+        start_step: updates already done (a resumed run's bar starts there).
+        max_steps: the last update.
+    """
+
+    def __init__(self, run_dir: Path, *, enabled: bool, start_step: int, max_steps: int) -> None:
+        self.enabled = enabled
+        self.writer = None
+        self.bar = None
+        self.metrics = None
+        if not enabled:
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(run_dir / "tb"), purge_step=start_step + 1)
+        self.metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self.bar = tqdm(
+            total=max_steps, initial=start_step, desc="train", unit="step", dynamic_ncols=True
+        )
+
+    def step(self, step: int, figures: dict[str, float]) -> None:
+        """Advance the bar by one update and show its figures (loss, lr, tokens/s)."""
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                loss=f"{figures['loss']:.3f}", lr=f"{figures['lr']:.2e}",
+                tok_s=f"{figures['tokens_per_sec']:.0f}", refresh=False,
+            )  # fmt: skip
+
+    def train(self, step: int, figures: dict[str, float]) -> None:
+        """Report the training figures averaged since the last report."""
+        if not self.enabled:
+            return
+        log.info(
+            "step %d | loss %.4f | ppl %.2f | lr %.3e | grad_norm %.3f | %.0f tok/s",
+            step, figures["loss"], figures["ppl"], figures["lr"], figures["grad_norm"],
+            figures["tokens_per_sec"],
+        )  # fmt: skip
+        for name in ("loss", "ppl"):
+            self.writer.add_scalar(f"train/{name}", figures[name], step)
+        for name in ("lr", "grad_norm", "tokens_per_sec"):
+            self.writer.add_scalar(name, figures[name], step)
+        self._record("train", step, figures)
+
+    def valid(self, step: int, figures: dict[str, float]) -> None:
+        """Report validation figures (loss, ppl and, when computed, bleu)."""
+        if not self.enabled:
+            return
+        text = " | ".join(f"{k} {v:.4f}" for k, v in figures.items())
+        log.info("step %d | valid | %s", step, text)
+        for name, value in figures.items():
+            self.writer.add_scalar(f"valid/{name}", value, step)
+        self.writer.flush()
+        self._record("valid", step, figures)
+
+    def warn(self, message: str) -> None:
+        """A warning every rank may raise, logged once."""
+        if self.enabled:
+            log.warning(message)
+
+    def _record(self, kind: str, step: int, figures: dict[str, float]) -> None:
+        self.metrics.write(json.dumps({"kind": kind, "step": step, **figures}) + "\n")
+        self.metrics.flush()
+
+    def close(self) -> None:
+        """Close the bar, the event file and metrics.jsonl (Hydra multirun reuses the process)."""
+        if self.bar is not None:
+            self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.metrics is not None:
+            self.metrics.close()
+        self.bar = self.writer = self.metrics = None
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Write train_summary.json (atomically: a temporary file, then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,45 @@
+"""SIGINT and SIGTERM ask training to stop: the update ends, a checkpoint is saved, the run ends.
+
+A second signal of the same kind restores the default behaviour (a second Ctrl-C interrupts at
+once). The previous handlers come back when the context exits: multirun jobs share one process.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+log = logging.getLogger("rpr_nmt.train")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """Context manager whose `requested` flag turns True on SIGINT or SIGTERM."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():  # handlers only work there
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.requested:  # second signal: give the default behaviour back
+            signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
+            signal.raise_signal(signum)
+            return
+        self.requested = True
+        log.warning("%s received: finishing this update, saving a checkpoint, then stopping", name)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()

@@ -1,0 +1,146 @@
+"""Validation during training (loss, perplexity, greedy BLEU) and the evaluation at the end.
+
+Validation never changes what training does next: it runs in eval mode without gradients, and the
+random states are restored afterwards, so that a run validated at step N and one that was not
+continue identically (exact resume depends on it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rpr_nmt.train.distributed import DistributedContext
+from rpr_nmt.train.loss import label_smoothed_loss
+from rpr_nmt.train.monitor import perplexity
+from rpr_nmt.train.runstate import rng_state, set_rng_state
+
+
+@contextlib.contextmanager
+def preserved_rng_and_mode(model: nn.Module):
+    """Eval mode and untouched random states inside; training mode and the old states afterwards."""
+    state = rng_state()
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+        set_rng_state(state)
+
+
+@torch.no_grad()
+def validation_loss(
+    model: nn.Module,
+    batches: Iterable[Any],
+    *,
+    ctx: DistributedContext,
+    autocast: contextlib.AbstractContextManager | Any,
+    pad_id: int,
+    label_smoothing: float,
+) -> dict[str, float]:
+    """Label-smoothed loss and perplexity per target token over a whole split (summed over ranks).
+
+    Args:
+        model: the Transformer (each rank passes its own shard of the batches).
+        batches: Batch objects of this rank's share of the split.
+        ctx: the distributed context (sums over ranks).
+        autocast: a factory of the precision context, called once per batch.
+        pad_id: padding id.
+        label_smoothing: the training label smoothing, so that valid/loss compares with train/loss.
+
+    Returns:
+        {"loss": smoothed loss per token, "ppl": exp(cross-entropy per token)}.
+    """
+    totals = torch.zeros(3, dtype=torch.float64)
+    with preserved_rng_and_mode(model):
+        for batch in batches:
+            batch = batch.to(ctx.device)
+            with autocast():
+                logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+            loss, nll = label_smoothed_loss(
+                logits, batch.tgt_out, epsilon=label_smoothing, pad_id=pad_id
+            )
+            totals += torch.tensor(
+                [loss.item(), nll.item(), batch.n_tgt_tokens], dtype=torch.float64
+            )
+    loss_sum, nll_sum, tokens = ctx.all_reduce_sum(totals).tolist()
+    tokens = max(tokens, 1.0)
+    return {"loss": loss_sum / tokens, "ppl": perplexity(nll_sum / tokens)}
+
+
+def greedy_config(decode_cfg: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """The decode config for validation BLEU: greedy, one hypothesis, on the training device."""
+    return {**decode_cfg, "beam_size": 1, "nbest": 1, "device": device.type}
+
+
+@torch.no_grad()
+def validation_bleu(
+    model: nn.Module,
+    tokenizer: Any,
+    sources: list[str],
+    references: list[str],
+    *,
+    decode_cfg: Mapping[str, Any],
+    tgt_lang: str,
+    device: torch.device,
+) -> float:
+    """sacreBLEU of greedy translations of `sources` (rank 0 only; the others wait at a barrier).
+
+    Returns:
+        The corpus BLEU score.
+    """
+    from rpr_nmt.decode import translate
+    from rpr_nmt.evaluate import score_corpus
+
+    with preserved_rng_and_mode(model):
+        nbest = translate(model, tokenizer, sources, greedy_config(decode_cfg, device))
+    hypotheses = [tokenizer.decode(hyps[0].tokens) if hyps else "" for hyps in nbest]
+    return float(score_corpus(hypotheses, references, tgt_lang).bleu)
+
+
+def evaluate_at_end(
+    model: nn.Module,
+    tokenizer: Any,
+    config: Mapping[str, Any],
+    out_dir: Path,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Decode the valid and test splits with cfg.decode; write hyp and eval files into out_dir.
+
+    Returns:
+        Summary entries: each number or string of each split's Scores, prefixed by the role:
+        valid_bleu, test_bleu, test_chrf, ...
+    """
+    from rpr_nmt.data import read_parallel_text
+    from rpr_nmt.evaluate import evaluate_split
+
+    data_cfg = config["data"]
+    decode_cfg = {**config["decode"], "device": device.type}
+    entries: dict[str, Any] = {}
+    with preserved_rng_and_mode(model):
+        for role in ("valid", "test"):
+            split = data_cfg[f"{role}_split"]
+            sources, references = read_parallel_text(data_cfg, split)
+            scores = evaluate_split(
+                model, tokenizer, sources, references, decode_cfg, data_cfg["tgt_lang"], out_dir,
+                split,
+            )  # fmt: skip
+            for name, value in _scores_dict(scores).items():
+                if isinstance(value, (int, float, str)):
+                    entries[f"{role}_{name}"] = value
+    return entries
+
+
+def _scores_dict(scores: Any) -> dict[str, Any]:
+    if is_dataclass(scores):
+        return asdict(scores)
+    if isinstance(scores, Mapping):
+        return dict(scores)
+    return {k: v for k, v in vars(scores).items() if not k.startswith("_")}
