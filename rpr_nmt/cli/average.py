@@ -1,0 +1,90 @@
+"""rpr-nmt-average: average the parameters of the last N checkpoints of a run into a new checkpoint.
+
+    rpr-nmt-average runs/train/default --last 20 -o runs/train/default/checkpoints/avg20.pt
+    rpr-nmt-average a.pt b.pt c.pt -o averaged.pt
+
+A run directory (or its checkpoints/ folder) contributes its newest step_XXXXXXX.pt files; files
+given directly are averaged as they are. The result keeps the newest checkpoint's config and BPE
+model, so that rpr-nmt-evaluate and rpr-nmt-translate load it like any other checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rpr_nmt.checkpoint import CheckpointError, average_checkpoints, save_checkpoint
+from rpr_nmt.train.runstate import step_checkpoints
+
+
+def checkpoint_paths(inputs: Sequence[str | Path], last: int | None) -> list[Path]:
+    """The checkpoints to average: each run directory's step checkpoints and the files as given,
+    then the last `last` of them when `last` is set.
+
+    Raises:
+        CheckpointError: an input that is neither a checkpoint file nor a folder of step
+            checkpoints, or fewer checkpoints than `last`.
+    """
+    paths: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_file():
+            paths.append(item)
+            continue
+        folder = item / "checkpoints" if (item / "checkpoints").is_dir() else item
+        found = step_checkpoints(folder)
+        if not found:
+            raise CheckpointError(
+                f"{item} is neither a checkpoint file nor a run directory with "
+                "checkpoints/step_*.pt"
+            )
+        paths.extend(found[-last:] if last else found)
+    if last is not None:
+        if len(paths) < last:
+            raise CheckpointError(
+                f"--last {last} asked for, but only {len(paths)} checkpoints found"
+            )
+        paths = paths[-last:]
+    return paths
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line arguments of rpr-nmt-average."""
+    parser = argparse.ArgumentParser(
+        prog="rpr-nmt-average",
+        description="Average the parameters of checkpoints (the paper averaged the last 20).",
+    )
+    parser.add_argument(
+        "inputs", nargs="+", help="run directories, checkpoints/ folders or .pt files"
+    )
+    parser.add_argument(
+        "--last", type=int, default=None, help="average the newest N step checkpoints"
+    )
+    parser.add_argument(
+        "-o", "--output", required=True, help="where to write the averaged checkpoint"
+    )
+    args = parser.parse_args(argv)
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last must be at least 1, got {args.last}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on a missing or incompatible checkpoint)."""
+    args = parse_args(argv)
+    try:
+        paths = checkpoint_paths(args.inputs, args.last)
+        averaged = average_checkpoints(paths)
+        out = save_checkpoint(averaged, args.output)
+    except CheckpointError as e:
+        print(f"rpr-nmt-average: error: {e}", file=sys.stderr)
+        return 2
+    print(f"averaged {len(paths)} checkpoints (steps up to {averaged.get('step')}) into {out}")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

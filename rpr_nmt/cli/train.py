@@ -1,0 +1,56 @@
+"""rpr-nmt-train: compose the training config with Hydra and run the Trainer.
+
+    rpr-nmt-train data=multi30k_en_de model=transformer_small train.max_steps=2000
+    rpr-nmt-train -m experiment=ablate_k                          # a sweep: one job after another
+    torchrun --nproc_per_node 2 -m rpr_nmt.cli.train train.update_freq=4
+
+The run directory is Hydra's output directory (named after the overrides, so rerunning a command
+resumes it). Bad data, an incompatible checkpoint or impossible settings print one line on stderr
+and exit with status 2; a diverged run exits with status 3.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.config import CONFIG_DIR, to_dict
+
+log = logging.getLogger("rpr_nmt.train")
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Train one job of the composed config in Hydra's output directory."""
+    from rpr_nmt.data import DataError
+    from rpr_nmt.train import DivergenceError, SettingsError, train
+
+    if int(os.environ.get("RANK", "0")) > 0:  # rank 0 alone writes the log
+        logging.getLogger().setLevel(logging.WARNING)
+    run_dir = HydraConfig.get().runtime.output_dir
+    config = {key: to_dict(cfg[key]) for key in ("data", "model", "train", "decode")}
+    try:
+        train(config, run_dir)
+    except (DataError, CheckpointError, SettingsError) as e:
+        print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except DivergenceError as e:
+        print(f"rpr-nmt-train: training diverged: {e}", file=sys.stderr)
+        sys.exit(3)
+    finally:
+        # Hydra multirun runs the next job in this process: free this one's model, data, CUDA cache.
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
