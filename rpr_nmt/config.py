@@ -39,6 +39,7 @@ class DataConfig:
     bpe_sample_sentences: int = 2_000_000  # sentences sampled to train BPE on large corpora
     bpe_character_coverage: float = 1.0  # sentencepiece character_coverage, 1.0 for Latin scripts
     max_tokens_per_sentence: int = 256  # drop longer training pairs (BPE tokens)
+    max_train_source_tokens: int | None = None  # length studies: shorter sources only; null = all
     max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this
     deduplicate: bool = False  # drop repeated (source, target) training pairs
     cache_dir: str = "${oc.env:RPR_NMT_CACHE,data/cache}"  # BPE models, encoded corpora

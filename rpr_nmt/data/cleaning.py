@@ -23,6 +23,7 @@ class CleaningReport:
     empty: int = 0  # a side empty or whitespace only
     duplicates: int = 0  # repeats of an earlier (source, target) pair (deduplicate=true)
     too_long: int = 0  # a side over max_tokens_per_sentence BPE tokens
+    source_too_long: int = 0  # source over max_train_source_tokens (length studies)
     bad_ratio: int = 0  # longer side over max_length_ratio x the shorter side (BPE tokens)
     kept: int = 0  # pairs left for training
 
@@ -31,6 +32,7 @@ class CleaningReport:
         return (
             f"{self.read} pairs read; removed {self.empty} with an empty or whitespace-only side, "
             f"{self.duplicates} duplicates, {self.too_long} over {max_tokens} BPE tokens, "
+            f"{self.source_too_long} over the source length cap, "
             f"{self.bad_ratio} over length ratio {max_ratio}; {self.kept} kept"
         )
 
@@ -50,7 +52,7 @@ class CleaningReport:
         raise DataError(
             f"the training set is empty after filtering ({where}): "
             f"{self.summary(max_tokens, max_ratio)}. Check the training files, or relax "
-            "data.max_tokens_per_sentence / data.max_length_ratio."
+            "data.max_tokens_per_sentence / data.max_length_ratio / data.max_train_source_tokens."
         )
 
 
@@ -87,11 +89,13 @@ def length_mask(
     max_tokens: int,
     max_ratio: float,
     report: CleaningReport,
+    max_source_tokens: int | None = None,
 ) -> np.ndarray:
     """Which pairs pass the length filters (both counted in BPE tokens, EOS excluded).
 
     A pair is too long when a side has more than max_tokens tokens; else it has a bad ratio when its
-    longer side exceeds max_ratio times its shorter side (at least 1 token).
+    longer side exceeds max_ratio times its shorter side (at least 1 token); else, when
+    max_source_tokens is given, its source is too long for a length study.
 
     Returns:
         A boolean mask over the pairs; report.too_long, bad_ratio and kept are filled in.
@@ -100,10 +104,10 @@ def length_mask(
     longer = np.maximum(src_lengths, tgt_lengths)
     shorter = np.maximum(np.minimum(src_lengths, tgt_lengths), 1)
     bad_ratio = ~too_long & (longer > max_ratio * shorter)
-    keep = ~(too_long | bad_ratio)
-    report.too_long, report.bad_ratio, report.kept = (
-        int(too_long.sum()),
-        int(bad_ratio.sum()),
-        int(keep.sum()),
-    )
+    source_too_long = np.zeros_like(too_long)
+    if max_source_tokens is not None:
+        source_too_long = ~(too_long | bad_ratio) & (src_lengths > max_source_tokens)
+    keep = ~(too_long | bad_ratio | source_too_long)
+    report.too_long, report.bad_ratio = int(too_long.sum()), int(bad_ratio.sum())
+    report.source_too_long, report.kept = int(source_too_long.sum()), int(keep.sum())
     return keep

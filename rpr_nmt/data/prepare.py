@@ -86,6 +86,7 @@ def _encode_train(
         max_tokens=max_tokens,
         max_ratio=max_ratio,
         report=report,
+        max_source_tokens=cfg["max_train_source_tokens"],
     )
     report.check_nonempty(_describe(cfg), max_tokens, max_ratio)
     return corpus.select(keep), report
@@ -131,6 +132,8 @@ def prepare_data(
         is_train = split == TRAIN
         fp = train_fp if is_train else source_fingerprint(cfg, split)
         filters = (cfg["deduplicate"], cfg["max_tokens_per_sentence"], cfg["max_length_ratio"])
+        if cfg["max_train_source_tokens"] is not None:  # keeps earlier cache keys valid
+            filters += (cfg["max_train_source_tokens"],)
         key = hash_key("encoded", fp, filters if is_train else (), tok.sha256)
         path = cache / "encoded" / f"{cfg['name']}-{split}-v{key[:16]}.npz"
         report_path = path.with_suffix(".json")
@@ -164,5 +167,6 @@ _REQUIRED = (
     "name", "source", "root", "src_lang", "tgt_lang", "train_splits", "hub_dataset", "hub_config",
     "hub_splits", "streaming", "max_train_pairs", "vocab_size", "bpe_sample_sentences",
     "bpe_character_coverage", "max_tokens_per_sentence", "max_length_ratio", "deduplicate",
+    "max_train_source_tokens",
     "cache_dir",
 )  # fmt: skip

@@ -63,6 +63,7 @@ def make_cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
             bpe_character_coverage=1.0,
             max_tokens_per_sentence=256,
             max_length_ratio=3.0,
+            max_train_source_tokens=None,
             deduplicate=False,
             cache_dir=str(tmp_path / "cache"),
         )

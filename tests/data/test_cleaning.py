@@ -67,3 +67,26 @@ def test_empty_after_length_filter(make_cfg, tiny_corpus):
         DataError, match=r"removed .* 0 duplicates, 400 over 2 BPE tokens.*; 0 kept"
     ):
         prepare_data(cfg, splits=["train"], log=lambda _: None)
+
+
+def test_source_length_cap_for_length_studies(make_cfg, tmp_path):
+    src_len = np.array([5, 16, 15, 300])
+    tgt_len = np.array([5, 16, 15, 5])
+    report = CleaningReport()
+    keep = length_mask(
+        src_len, tgt_len, max_tokens=256, max_ratio=100.0, report=report, max_source_tokens=15
+    )
+    assert keep.tolist() == [True, False, True, False]
+    assert (report.too_long, report.source_too_long, report.kept) == (1, 1, 2)
+
+    src, tgt = synthetic_pairs(200)
+    write_lines(tmp_path / "corpus" / "train.en", src)
+    write_lines(tmp_path / "corpus" / "train.de", tgt)
+    full = prepare_data(make_cfg(), splits=["train"], log=lambda _: None)
+    cap = int(np.median(full.splits["train"].src_lengths))
+    capped = prepare_data(make_cfg(max_train_source_tokens=cap), splits=["train"], log=print)
+    assert int(capped.splits["train"].src_lengths.max()) <= cap
+    assert (
+        len(capped.splits["train"]) == len(full.splits["train"]) - capped.cleaning.source_too_long
+    )
+    assert capped.cleaning.source_too_long > 0
