@@ -64,6 +64,15 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+def resolve_device(name: str) -> torch.device:
+    """DecodeConfig.device -> torch.device: "auto" is cuda when available, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise ValueError(f"decode.device must be 'auto', 'cpu' or 'cuda', got {name!r}")
+    return torch.device(name)
+
+
 def length_sorted_batches(lengths: Sequence[int], max_sentences: int) -> Iterator[list[int]]:
     """Indices in batches of at most max_sentences, longest sentences first (less padding, and the
     slowest batches are seen first)."""

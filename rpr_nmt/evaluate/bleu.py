@@ -1,0 +1,92 @@
+"""Corpus scores: sacreBLEU on detokenised text (primary), chrF, and paper-style tokenized BLEU.
+
+sacreBLEU: the standard 13a tokenizer (sacrebleu's default for Latin-script targets; for zh, ja
+and ko its recommended tokenizer, chosen from the target language as `sacrebleu -l src-tgt`
+would), mixed case, exponential smoothing: exactly `sacrebleu REF -i HYP`, signature included.
+
+Tokenized BLEU, for comparison with Vaswani-era En-De tables (the paper does not say how it
+computed BLEU; tensor2tensor's get_ende_bleu.sh ran Moses tokenizer.perl, split hyphenated
+compounds with `s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`, then multi-bleu.perl):
+- Tokenizer: sacrebleu's 13a (mteval-v13a punctuation splitting), not Moses, which is not a
+  dependency. For German and French they differ mainly in that Moses escapes & < > ' " as HTML
+  entities (the same on both sides, so BLEU barely moves) and splits French elisions ("l'homme"
+  -> "l' homme"), which 13a keeps together. Neither splits hyphens inside words.
+- Compound splitting: the same regular expression, with its quirk: matches do not overlap, so
+  "a-b-c" becomes "a ##AT##-##AT## b-c", as in the original script.
+- BLEU on the result with tokenize='none' (sacrebleu's BLEU equals multi-bleu.perl's except that
+  exponential smoothing keeps it non-zero when a higher-order n-gram count is zero).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+_COMPOUND = re.compile(r"(\S)-(\S)")
+_TOKENIZE_13A = Tokenizer13a()
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Corpus-level scores of a set of hypotheses against one reference each."""
+
+    bleu: float  # sacreBLEU on detokenised text
+    signature: str  # its sacreBLEU signature, e.g. nrefs:1|case:mixed|eff:no|tok:13a|...
+    chrf: float  # chrF2 (sacrebleu defaults)
+    chrf_signature: str
+    tokenized_bleu: float  # BLEU on 13a-tokenized, compound-split text (paper-comparable)
+    tokenized_signature: str  # how tokenized_bleu was computed
+    sentences: int  # number of hypothesis / reference pairs
+
+
+def compound_split(text: str) -> str:
+    """Split hyphenated compounds as tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b."""
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", text)
+
+
+def paper_tokenize(text: str) -> str:
+    """13a-tokenize, then split hyphenated compounds (the input of the tokenized BLEU)."""
+    return compound_split(_TOKENIZE_13A(text.strip()))
+
+
+def score_corpus(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> Scores:
+    """sacreBLEU (with signature), chrF and tokenized compound-split BLEU of a corpus.
+
+    Args:
+        hyps: detokenised hypotheses, one per reference.
+        refs: raw references.
+        tgt_lang: target language code; picks sacreBLEU's tokenizer (13a except for zh, ja, ko).
+
+    Returns:
+        The scores and their signatures.
+
+    Raises:
+        ValueError: hyps and refs differ in length.
+    """
+    if len(hyps) != len(refs):
+        raise ValueError(
+            f"{len(hyps)} hypotheses for {len(refs)} references: they must be line-aligned"
+        )
+    hyps, refs = list(hyps), list(refs)
+    bleu = BLEU(trg_lang=tgt_lang)
+    bleu_score = bleu.corpus_score(hyps, [refs])
+    chrf = CHRF()
+    chrf_score = chrf.corpus_score(hyps, [refs])
+    tok_bleu = BLEU(tokenize="none", force=True)
+    tok_score = tok_bleu.corpus_score(
+        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in refs]]
+    )
+    tok_signature = f"13a+compound-split(##AT##)|{tok_bleu.get_signature().format()}"
+    return Scores(
+        bleu=float(bleu_score.score),
+        signature=bleu.get_signature().format(),
+        chrf=float(chrf_score.score),
+        chrf_signature=chrf.get_signature().format(),
+        tokenized_bleu=float(tok_score.score),
+        tokenized_signature=tok_signature,
+        sentences=len(hyps),
+    )

@@ -1,0 +1,96 @@
+"""Decode a split, detokenise with the model's own BPE, score, and write hyp_<split>.txt and
+eval_<split>.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from rpr_nmt.decode import DecodeSettings, Hypothesis, translate
+from rpr_nmt.decode.translate import TextTokenizer
+from rpr_nmt.evaluate.bleu import Scores, score_corpus
+
+
+def detokenize(tokenizer: TextTokenizer, nbest: Sequence[Hypothesis]) -> str:
+    """The best hypothesis as one line of text ("" when there is none)."""
+    if not nbest:
+        return ""
+    text = tokenizer.decode(nbest[0].tokens)
+    return " ".join(text.splitlines()).strip()  # one output line per source line, always
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> None:
+    """UTF-8 text, one line per entry, each ending with a newline."""
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def evaluate_split(
+    model: nn.Module,
+    tokenizer: TextTokenizer,
+    sources: Sequence[str],
+    refs: Sequence[str],
+    decode_cfg: Mapping[str, Any],
+    tgt_lang: str,
+    out_dir: str | Path,
+    split: str,
+    *,
+    checkpoint: str | Path | Sequence[str | Path] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Scores:
+    """Translate `sources`, score against `refs`, write hyp_<split>.txt and eval_<split>.json.
+
+    Args:
+        model: the Transformer (decoded on the device of its parameters).
+        tokenizer: its BPE tokenizer (encode sources, decode hypotheses).
+        sources: raw source sentences.
+        refs: raw references, line-aligned with sources.
+        decode_cfg: DecodeConfig fields (beam size, length penalty, ...).
+        tgt_lang: target language code (picks sacreBLEU's tokenizer).
+        out_dir: folder for the two files (created if missing).
+        split: split name used in the file names.
+        checkpoint: checkpoint path(s), recorded in the JSON file.
+        log: where to report decoding speed; None = silent.
+
+    Returns:
+        The corpus scores.
+    """
+    if len(sources) != len(refs):
+        raise ValueError(f"split {split}: {len(sources)} sources but {len(refs)} references")
+    settings = DecodeSettings.from_config(decode_cfg)
+    start = time.perf_counter()
+    nbest = translate(model, tokenizer, sources, decode_cfg)
+    seconds = time.perf_counter() - start
+    hyps = [detokenize(tokenizer, hyps) for hyps in nbest]
+    scores = score_corpus(hyps, refs, tgt_lang)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_lines(out / f"hyp_{split}.txt", hyps)
+    speed = len(sources) / seconds if seconds > 0 else 0.0
+    record = {
+        **asdict(scores),
+        "split": split,
+        "sentences_per_sec": speed,
+        "decode_seconds": seconds,
+        "checkpoint": _paths(checkpoint),
+        "decode": {**asdict(settings), "device": str(_device(model))},
+    }
+    (out / f"eval_{split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if log is not None:
+        log(f"{split}: {len(sources)} sentences in {seconds:.1f} s ({speed:.1f} sentences/s)")
+    return scores
+
+
+def _device(model: nn.Module) -> Any:
+    return next(model.parameters()).device
+
+
+def _paths(checkpoint: str | Path | Sequence[str | Path] | None) -> str | list[str] | None:
+    if checkpoint is None or isinstance(checkpoint, (str, Path)):
+        return None if checkpoint is None else str(checkpoint)
+    return [str(p) for p in checkpoint]
