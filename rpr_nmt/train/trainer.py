@@ -300,18 +300,22 @@ class Trainer:
         return self._write_summary(extra)
 
     def _average_and_evaluate(self) -> dict[str, Any]:
+        """Average the last checkpoints when asked, then decode valid and test with cfg.decode."""
         extra: dict[str, Any] = {}
-        model = self.model
+        model, checkpoint = self.model, self.checkpoint_dir / "last.pt"
         if self.cfg["average_last"] > 0:
-            path, model = runstate.average_last(
+            checkpoint, model = runstate.average_last(
                 self.checkpoint_dir, self.cfg["average_last"], self.model
             )
-            extra["averaged_checkpoint"] = str(path)
+            extra["averaged_checkpoint"] = str(checkpoint)
         if self.cfg["evaluate_at_end"]:
+            extra["evaluated_checkpoint"] = str(checkpoint)
             extra.update(
-                evaluate_at_end(model, self.tokenizer, self.config, self.run_dir, self.ctx.device)
-            )
-            extra["evaluated_checkpoint"] = extra.get("averaged_checkpoint", "final weights")
+                evaluate_at_end(
+                    model, self.tokenizer, self.config, self.run_dir, self.ctx.device,
+                    str(checkpoint),
+                )
+            )  # fmt: skip
         return extra
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:

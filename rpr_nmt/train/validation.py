@@ -8,6 +8,7 @@ continue identically (exact resume depends on it).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.loss import label_smoothed_loss
 from rpr_nmt.train.monitor import perplexity
 from rpr_nmt.train.runstate import rng_state, set_rng_state
+
+log = logging.getLogger("rpr_nmt.train")
 
 
 @contextlib.contextmanager
@@ -77,7 +80,7 @@ def validation_loss(
 
 def greedy_config(decode_cfg: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
     """The decode config for validation BLEU: greedy, one hypothesis, on the training device."""
-    return {**decode_cfg, "beam_size": 1, "nbest": 1, "device": device.type}
+    return {**decode_cfg, "beam_size": 1, "length_penalty": 0.0, "nbest": 1, "device": device.type}
 
 
 @torch.no_grad()
@@ -97,11 +100,11 @@ def validation_bleu(
         The corpus BLEU score.
     """
     from rpr_nmt.decode import translate
-    from rpr_nmt.evaluate import score_corpus
+    from rpr_nmt.evaluate import detokenize, score_corpus
 
     with preserved_rng_and_mode(model):
         nbest = translate(model, tokenizer, sources, greedy_config(decode_cfg, device))
-    hypotheses = [tokenizer.decode(hyps[0].tokens) if hyps else "" for hyps in nbest]
+    hypotheses = [detokenize(tokenizer, hyps) for hyps in nbest]
     return float(score_corpus(hypotheses, references, tgt_lang).bleu)
 
 
@@ -111,6 +114,7 @@ def evaluate_at_end(
     config: Mapping[str, Any],
     out_dir: Path,
     device: torch.device,
+    checkpoint: str,
 ) -> dict[str, Any]:
     """Decode the valid and test splits with cfg.decode; write hyp and eval files into out_dir.
 
@@ -130,7 +134,7 @@ def evaluate_at_end(
             sources, references = read_parallel_text(data_cfg, split)
             scores = evaluate_split(
                 model, tokenizer, sources, references, decode_cfg, data_cfg["tgt_lang"], out_dir,
-                split,
+                split, checkpoint=checkpoint, log=log.info,
             )  # fmt: skip
             for name, value in _scores_dict(scores).items():
                 if isinstance(value, (int, float, str)):

@@ -1,0 +1,124 @@
+"""rpr-nmt-train end to end on a tiny corpus: run-dir artifacts, checkpoints, signals, errors,
+and rpr-nmt-average."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.cli import average
+
+from .conftest import REPO, run_train, tiny_overrides
+
+STEPS = 8
+SUMMARY_KEYS = {
+    "steps", "final_train_loss", "best_valid_loss", "best_valid_bleu", "train_tokens_per_sec",
+    "wall_seconds", "peak_memory_mb", "last_checkpoint", "best_checkpoint", "valid_bleu",
+    "test_bleu", "test_chrf",
+}  # fmt: skip
+CHECKPOINT_KEYS = {
+    "model", "config", "bpe_model", "bpe_sha256", "step", "optimizer", "scheduler", "scaler",
+    "data_state", "rng", "best",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(corpus, cache_dir, tmp_path_factory) -> Path:
+    """One short CLI run with validation BLEU, averaging and the final evaluation."""
+    run_dir = tmp_path_factory.mktemp("run") / "run"
+    args = tiny_overrides(corpus, cache_dir, run_dir, f"train.max_steps={STEPS}")
+    done = run_train([*args, "train.average_last=2", "train.keep_last=1"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def test_run_dir_holds_every_artifact(run):
+    assert (run / ".hydra" / "config.yaml").is_file()
+    assert "step 8 | valid" in (run / "train.log").read_text()
+    events = list((run / "tb").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+    names = {p.name for p in (run / "checkpoints").iterdir()}
+    # keep_last 1, but average_last 2 keeps two step checkpoints
+    assert names == {"step_0000004.pt", "step_0000008.pt", "last.pt", "best.pt", "averaged.pt"}
+    for name in ("hyp_valid.txt", "hyp_test.txt"):
+        assert len((run / name).read_text().splitlines()) == 16
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["steps"] == STEPS and summary["stopped_by"] == "max_steps"
+    assert summary["evaluated_checkpoint"].endswith("averaged.pt")
+    assert summary["train_tokens_per_sec"] > 0 and summary["peak_memory_mb"] > 0
+
+
+def test_loss_decreases(run):
+    train = [r for r in map(json.loads, (run / "metrics.jsonl").open()) if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, STEPS + 1))
+    first, last = train[0]["loss"], train[-1]["loss"]
+    assert last < first - 0.5, (first, last)
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["final_train_loss"] == pytest.approx(last)
+
+
+def test_checkpoints_load_with_weights_only_and_leave_no_temporaries(run):
+    folder = run / "checkpoints"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    state = torch.load(folder / "last.pt", weights_only=True)
+    assert CHECKPOINT_KEYS <= set(state)
+    assert state["step"] == STEPS and state["config"]["train"]["max_steps"] == STEPS
+    assert isinstance(state["bpe_model"], bytes) and state["data_state"]["position"] >= 0
+    assert load_checkpoint(folder / "best.pt")["step"] in (4, 8)
+
+
+def test_average_cli(run, tmp_path, capsys):
+    out = tmp_path / "avg.pt"
+    assert average.main([str(run), "--last", "2", "-o", str(out)]) == 0
+    averaged = load_checkpoint(out)["model"]
+    a, b = (load_checkpoint(run / "checkpoints" / f"step_000000{s}.pt")["model"] for s in (4, 8))
+    for name, value in averaged.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value, (a[name] + b[name]) / 2)
+    assert average.main([str(tmp_path / "missing"), "--last", "2", "-o", str(out)]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_sigterm_saves_and_exits(corpus, cache_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    args = tiny_overrides(corpus, cache_dir, run_dir, "train.max_steps=100000")
+    args += ["train.valid_every=100000", "train.save_every=100000", "train.valid_bleu=false"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rpr_nmt.cli.train", *args], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 90
+    while time.time() < deadline and not (
+        metrics.exists() and metrics.read_text().count("\n") >= 2
+    ):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert summary["stopped_by"] == "signal" and 2 <= summary["steps"] < 100000
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == summary["steps"]
+
+
+def test_mistyped_override_fails_at_composition(tmp_path):
+    done = run_train(["train.max_step=5", f"hydra.run.dir={tmp_path}/run"], timeout=60)
+    assert done.returncode != 0
+    assert "max_step" in done.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_bad_data_is_one_line_and_exit_2(cache_dir, tmp_path):
+    args = tiny_overrides(tmp_path / "nowhere", cache_dir, tmp_path / "run")
+    done = run_train(args, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("rpr-nmt-train: error:") and "Traceback" not in done.stderr

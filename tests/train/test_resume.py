@@ -1,0 +1,56 @@
+"""Exact resume: N updates straight equal N/2 updates, then a rerun extended to N (CPU, fp32)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.config import CONFIG_DIR, to_dict
+from rpr_nmt.train import train
+
+from .conftest import tiny_overrides
+
+
+def compose_config(corpus: Path, cache: Path, *extra: str) -> dict:
+    """The job config of the CLI's overrides, as the trainer receives it."""
+    overrides = [o for o in tiny_overrides(corpus, cache, Path("unused")) if "hydra." not in o]
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[*overrides, *extra])
+    return {key: to_dict(cfg[key]) for key in ("data", "model", "train", "decode")}
+
+
+def train_curve(run_dir: Path) -> list[tuple[int, float]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
+
+
+def test_resumed_losses_equal_an_uninterrupted_run(corpus, cache_dir, tmp_path):
+    # Validation every 3 updates: the interrupted run also validates at its end (update 4), which
+    # must not disturb the random state the resumed run continues from.
+    common = ("train.valid_every=3", "train.save_every=2", "train.valid_bleu=false")
+    common += ("train.evaluate_at_end=false",)
+    straight = train(
+        compose_config(corpus, cache_dir, *common, "train.max_steps=8"), tmp_path / "a"
+    )
+    first = train(compose_config(corpus, cache_dir, *common, "train.max_steps=4"), tmp_path / "b")
+    assert first["steps"] == 4
+    resumed = train(compose_config(corpus, cache_dir, *common, "train.max_steps=8"), tmp_path / "b")
+    assert resumed["steps"] == 8 and resumed["session_steps"] == 4
+    a, b = train_curve(tmp_path / "a"), train_curve(tmp_path / "b")
+    assert [s for s, _ in a] == list(range(1, 9)) == [s for s, _ in b]
+    assert a == b  # exactly equal, not approximately
+    assert resumed["final_train_loss"] == straight["final_train_loss"]
+    assert resumed["best_valid_loss"] == straight["best_valid_loss"]
+
+    # A finished run rerun with the same max_steps trains nothing and keeps its checkpoint.
+    again = train(compose_config(corpus, cache_dir, *common, "train.max_steps=8"), tmp_path / "b")
+    assert again["steps"] == 8 and again["session_steps"] == 0
+
+    # Another model in the same run directory is refused with a clear message.
+    other = compose_config(corpus, cache_dir, *common, "train.max_steps=9", "model.d_ff=48")
+    with pytest.raises(CheckpointError, match=r"another model config \(differs in \['d_ff'\]\)"):
+        train(other, tmp_path / "b")
