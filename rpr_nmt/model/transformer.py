@@ -117,9 +117,19 @@ class EncoderLayer(nn.Module):
         pre_norm: bool = True,
         **relative: Any,
     ) -> None:
-        """Args: model sizes and dropouts as in ModelConfig; relative: RelativeMultiheadAttention's
-        relative-position keyword arguments (max_relative_position, relative_keys, relative_values,
-        share_relative_across_heads, rel_keys, rel_values)."""
+        """Build the sublayers.
+
+        Args:
+            d_model: model width D.
+            n_heads: attention heads H.
+            d_ff: feed-forward inner width.
+            dropout: on the residual branches and feed-forward activations.
+            attention_dropout: on the attention weights.
+            pre_norm: LayerNorm before each sublayer (True) or after the residual sum.
+            **relative: relative-position keywords of RelativeMultiheadAttention
+                (max_relative_position, relative_keys, relative_values, share_relative_across_heads,
+                and rel_keys / rel_values to share tables across layers).
+        """
         super().__init__()
         self.self_attn = RelativeMultiheadAttention(
             d_model, n_heads, attention_dropout=attention_dropout, **relative
