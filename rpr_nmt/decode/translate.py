@@ -51,6 +51,11 @@ class DecodeSettings:
             raise ValueError(
                 f"decode.precision must be 'fp32' or 'bf16', got {settings.precision!r}"
             )
+        if not 1 <= settings.nbest <= settings.beam_size:
+            raise ValueError(
+                f"decode.nbest must be in 1 .. decode.beam_size ({settings.beam_size}), "
+                f"got {settings.nbest}"
+            )
         if settings.max_sentences < 1:
             raise ValueError(f"decode.max_sentences must be >= 1, got {settings.max_sentences}")
         return settings
@@ -93,7 +98,11 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device) 
 def decode_batch(
     model: nn.Module, src: Tensor, settings: DecodeSettings, special: Mapping[str, int]
 ) -> list[list[Hypothesis]]:
-    """Beam search on one padded batch (greedy when beam_size is 1 and alpha is 0), under autocast.
+    """Beam search on one padded batch under autocast; beam_size 1 means greedy search.
+
+    DecodeConfig defines beam_size 1 as greedy: greedy_search stops at the first EOS, where beam
+    search of width 1 with alpha > 0 may keep a continuation alive that the length penalty
+    favours (see rpr_nmt/decode/greedy.py). alpha still normalises the reported score.
 
     Shapes:
         src (B, S)
@@ -102,8 +111,9 @@ def decode_batch(
         max_len_a=settings.max_len_a, max_len_b=settings.max_len_b, min_len=settings.min_len
     )
     with autocast(src.device, settings.precision):
-        if settings.beam_size == 1 and settings.length_penalty == 0.0:
-            return greedy_search(model, src, length_penalty=0.0, **lengths, **special)
+        if settings.beam_size == 1:
+            alpha = settings.length_penalty
+            return greedy_search(model, src, length_penalty=alpha, **lengths, **special)
         return beam_search(
             model,
             src,

@@ -236,3 +236,15 @@ def test_greedy_equals_beam_one():
     assert [[(h.tokens, round(h.score, 5)) for h in x] for x in beam] == [
         [(h.tokens, round(h.score, 5)) for h in x] for x in greedy
     ]
+
+
+def test_beam_one_with_length_penalty_may_outlive_greedy():
+    # Greedy stops at the first arg-max EOS ("a"); beam 1 with alpha = 1 keeps "a c" alive, since
+    # it could still reach a better normalised score, and finds "a c c" (see greedy.py).
+    src = torch.tensor([[5, EOS]])
+    kw = dict(length_penalty=1.0, max_len_a=0.0, max_len_b=5, min_len=1, **SPECIAL)
+    greedy = greedy_search(ScriptedModel(scripted), src, **kw)
+    assert [(h.tokens, round(h.score, 5)) for h in greedy[0]] == [
+        ([A], round(math.log(0.3) / lp(2, 1.0), 5))
+    ]
+    assert beam_search(ScriptedModel(scripted), src, beam_size=1, **kw)[0][0].tokens == [A, C, C]
