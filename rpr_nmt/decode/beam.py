@@ -140,8 +140,7 @@ def _upper_bound(alive_logp: Tensor, t: int, max_len: Tensor, alpha: float) -> T
 
 @dataclass
 class _Beams:
-    """Decoding state of the active sentences; `keep` drops finished ones (row order = sentence
-    order)."""
+    """Decoding state of the active sentences, one row each; `keep` drops finished ones."""
 
     sentence: Tensor  # (A,) index into the input batch
     max_len: Tensor  # (A,) output length limits

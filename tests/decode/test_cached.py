@@ -7,8 +7,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from rpr_nmt.config import ModelConfig
-from rpr_nmt.decode import UncachedModel, beam_search, greedy_search, translate
+from rpr_nmt.config import DecodeConfig, ModelConfig
+from rpr_nmt.decode import DecodeSettings, UncachedModel, beam_search, greedy_search, translate
 
 model_module = pytest.importorskip("rpr_nmt.model")
 
@@ -135,3 +135,12 @@ def test_bf16_autocast_decodes():
     model = tiny_model()
     out = translate(model, _CharTokenizer(), ["abc", "de"], beam_size=2, precision="bf16")
     assert len(out) == 2 and all(isinstance(h.score, float) for nbest in out for h in nbest)
+
+
+def test_decode_settings_from_config():
+    cfg = asdict(DecodeConfig())  # device and other extra keys are ignored
+    assert DecodeSettings.from_config(cfg, beam_size=2).beam_size == 2
+    with pytest.raises(ValueError, match="nbest"):
+        DecodeSettings.from_config(cfg, beam_size=2, nbest=3)
+    with pytest.raises(ValueError, match="precision"):
+        DecodeSettings.from_config(cfg, precision="fp16")
