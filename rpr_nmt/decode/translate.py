@@ -75,6 +75,8 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise ValueError(f"decode.device must be 'auto', 'cpu' or 'cuda', got {name!r}")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"decode.device={name} but CUDA is not available; use auto or cpu")
     return torch.device(name)
 
 
