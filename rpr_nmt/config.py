@@ -119,7 +119,7 @@ class TrainJobConfig:
 @dataclass
 class EvaluateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
-    split: str = "test"  # split of the data config to decode
+    split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
     decode: DecodeConfig = MISSING
 

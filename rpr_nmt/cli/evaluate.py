@@ -1,6 +1,6 @@
 """rpr-nmt-evaluate: decode a split with a checkpoint (several are averaged) and score it.
 
-    rpr-nmt-evaluate checkpoint=runs/train/default/checkpoints/last.pt split=test
+    rpr-nmt-evaluate checkpoint=runs/train/default/checkpoints/last.pt   # the data's test split
     rpr-nmt-evaluate 'checkpoint=[a.pt,b.pt]' data=multi30k_en_de decode.beam_size=4
 
 Prints sacreBLEU with its signature, chrF and the paper-style tokenized BLEU; writes
@@ -66,18 +66,19 @@ def run(cfg: DictConfig, out_dir: str) -> None:
     device = resolve_device(decode["device"])
     model, tokenizer, config = load_for_inference(paths, device)
     data_cfg = to_dict(cfg.data) if cfg.get("data") is not None else dict(config["data"])
-    sources, refs = read_parallel_text(data_cfg, cfg.split)
+    split = cfg.split or data_cfg["test_split"]
+    sources, refs = read_parallel_text(data_cfg, split)
     setup = f"beam {decode['beam_size']}, alpha {decode['length_penalty']}, {decode['precision']}"
-    print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg['name']} {cfg.split}, "
+    print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg['name']} {split}, "
           f"{len(sources)} sentences; {setup} on {device}", flush=True)  # fmt: skip
     scores = evaluate_split(
-        model, tokenizer, sources, refs, decode, data_cfg["tgt_lang"], out_dir, cfg.split,
+        model, tokenizer, sources, refs, decode, data_cfg["tgt_lang"], out_dir, split,
         checkpoint=paths, log=print,
     )  # fmt: skip
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")
     print(f"tokenized BLEU = {scores.tokenized_bleu:.2f}  {scores.tokenized_signature}")
-    print(f"written: {out_dir}/hyp_{cfg.split}.txt, {out_dir}/eval_{cfg.split}.json")
+    print(f"written: {out_dir}/hyp_{split}.txt, {out_dir}/eval_{split}.json")
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="evaluate", version_base="1.3")

@@ -84,7 +84,7 @@ def cli(module: str, *args: str, cwd: Path, stdin: str = "") -> subprocess.Compl
 def test_evaluate_writes_files_and_bleu_equals_the_sacrebleu_command_line(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     out = cli(
-        "evaluate", f"checkpoint={tiny_run['a']}", "split=test", "decode.max_sentences=3",
+        "evaluate", f"checkpoint={tiny_run['a']}", "decode.max_sentences=3",
         "decode.max_len_b=4", f"hydra.run.dir={run_dir}", cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
