@@ -55,6 +55,41 @@ def test_gradient_flows_only_through_loss():
     assert logits.grad[0, :2].abs().sum() > 0
 
 
+def plain_label_smoothed_loss(logits, target, epsilon):
+    """The textbook form under autograd: log_softmax, gather, mean."""
+    lprobs = torch.log_softmax(logits, dim=-1)
+    keep = target != PAD
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    uniform = -lprobs.mean(dim=-1)
+    return (((1 - epsilon) * nll + epsilon * uniform) * keep).sum()
+
+
+def test_fused_gradient_equals_autograd_of_the_plain_form():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 11, (3, 5))
+    target[1, 3:] = PAD
+    loss, _ = label_smoothed_loss(logits, target, epsilon=0.1, pad_id=PAD)
+    (grad,) = torch.autograd.grad(3.0 * loss, logits)
+    reference = plain_label_smoothed_loss(logits, target, 0.1)
+    (expected,) = torch.autograd.grad(3.0 * reference, logits)
+    torch.testing.assert_close(loss, reference)
+    torch.testing.assert_close(grad, expected)
+    assert torch.autograd.gradcheck(
+        lambda x: label_smoothed_loss(x, target, epsilon=0.2, pad_id=PAD)[0], (logits,)
+    )
+
+
+def test_bf16_logits_get_bf16_gradients():
+    logits = torch.randn(2, 3, 9).bfloat16().requires_grad_()
+    target = torch.tensor([[1, 2, PAD], [4, 5, 6]])
+    loss, _ = label_smoothed_loss(logits, target, epsilon=0.1, pad_id=PAD)
+    loss.backward()
+    assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+    expected = plain_label_smoothed_loss(logits.detach().float(), target, 0.1)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
 def test_epsilon_zero_is_plain_cross_entropy():
     logits = torch.randn(3, 2, 6)
     target = torch.tensor([[1, 2], [3, PAD], [5, 4]])
