@@ -179,7 +179,8 @@ def relative_attention(
     # Position logits, eq. 4 second term: q_i . a^K_ij / sqrt(Dh) = (q_i . w^K^T)[r_ij] / sqrt(Dh).
     if rel_keys is not None:
         w_k = rel_keys[..., first : last + 1, :]  # (R', Dh) or (H, R', Dh)
-        q_dot_wk = q @ w_k.transpose(-1, -2)  # (B, H, Tq, R')
+        heads = "h" if w_k.dim() == 3 else ""  # per-head tables, or one shared by all heads
+        q_dot_wk = torch.einsum(f"bhqd,{heads}rd->bhqr", q, w_k)  # (B, H, Tq, R')
         logits += q_dot_wk.gather(-1, index)  # (B, H, Tq, Tk); in place: one n^2 buffer less
 
     # Softmax over keys; hidden keys (future, padding) get exactly zero weight.
@@ -196,9 +197,10 @@ def relative_attention(
     # where bucket_ir sums alpha_ij over the keys j at relative row r.
     if rel_values is not None:
         w_v = rel_values[..., first : last + 1, :]  # (R', Dh) or (H, R', Dh)
+        heads = "h" if w_v.dim() == 3 else ""
         buckets = alpha.new_zeros(B, H, Tq, last - first + 1)  # (B, H, Tq, R')
         buckets = buckets.scatter_add(-1, index, alpha)  # (B, H, Tq, R')
-        z += buckets @ w_v  # (B, H, Tq, Dh)
+        z += torch.einsum(f"bhqr,{heads}rd->bhqd", buckets, w_v)  # (B, H, Tq, Dh)
     return z
 
 

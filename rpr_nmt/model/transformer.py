@@ -245,12 +245,20 @@ class DecoderCache:
     cross_attn: list[KeyValueCache]
     length: int
 
-    def index_select(self, index: Tensor) -> DecoderCache:
-        """Batch rows `index` (B',): reorders the cache to follow the surviving beams."""
+    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> DecoderCache:
+        """Batch rows `index` (B',): reorders the cache to follow the surviving beams.
+
+        Args:
+            index: the batch row each new row comes from.
+            reorder_memory: also reorder the cross-attention keys/values. Pass False when index
+                only permutes beams within each sentence (their memory rows are equal), to skip
+                the copy.
+        """
+        cross_attn = self.cross_attn
+        if reorder_memory:
+            cross_attn = [kv.index_select(index) for kv in cross_attn]
         return DecoderCache(
-            [kv.index_select(index) for kv in self.self_attn],
-            [kv.index_select(index) for kv in self.cross_attn],
-            self.length,
+            [kv.index_select(index) for kv in self.self_attn], cross_attn, self.length
         )
 
 

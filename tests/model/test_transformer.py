@@ -80,6 +80,22 @@ def test_index_select_reorders_beams():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_beam_reorder_without_copying_memory():
+    model = build_model(dict(TINY, max_relative_position=2), vocab_size=VOCAB, pad_id=PAD).eval()
+    src, tgt = batch()
+    beams = torch.tensor([0, 0, 1, 1])  # two beams per sentence
+    with torch.no_grad():
+        enc = model.encode(src).index_select(beams)
+        tgt = tgt[beams]
+        tgt[1] = torch.randint(4, VOCAB, (tgt.size(1),))  # beams of one sentence differ
+        _, cache = model.decode_step(tgt[:, :3], enc, None)
+        swap = torch.tensor([1, 0, 3, 2])  # within each sentence only
+        cache = cache.index_select(swap, reorder_memory=False)
+        got, _ = model.decode_step(tgt[swap, 3:], enc, cache)
+        want = model(src[beams][swap], tgt[swap])[:, 3:]
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_sharing_and_tying():
     config = dict(TINY, max_relative_position=2, share_relative_across_layers=True)
     model = build_model(config, vocab_size=VOCAB, pad_id=PAD)
