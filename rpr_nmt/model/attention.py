@@ -155,6 +155,8 @@ def relative_attention(
     )
     if rel_keys is None and rel_values is None:
         # Plain attention: PyTorch's fused kernel (less memory; flash/efficient kernels on CUDA).
+        # a^K alone stays on the manual path below: as an SDPA float mask that needs gradients it
+        # falls back to SDPA's unfused math path on CPU (docs/performance.md, "Attention").
         plain_causal = causal and key_padding_mask is None and q_offset == 0 and Tq == Tk
         return F.scaled_dot_product_attention(
             q,
