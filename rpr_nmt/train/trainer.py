@@ -91,13 +91,42 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------ setup
     def _setup(self) -> None:
-        from rpr_nmt.data import BatchIterator, prepare_data, read_parallel_text
         from rpr_nmt.model import build_model
 
-        cfg, ctx, data_cfg = self.cfg, self.ctx, self.config["data"]
+        cfg, ctx = self.cfg, self.ctx
         _check_settings(cfg)
         self.autocast = autocast_factory(cfg["precision"], ctx.device)
         _seed_everything(cfg["seed"])
+        self._load_data()
+        tok = self.tokenizer
+        self.model = build_model(self.config["model"], vocab_size=tok.vocab_size, pad_id=tok.pad_id)
+        self.model.to(ctx.device)
+        self.n_parameters = sum(p.numel() for p in self.model.parameters())
+        if ctx.rank > 0:  # the same initial weights on every rank, different dropout masks
+            torch.manual_seed(cfg["seed"] + ctx.rank)
+        self.optimizer = _build_optimizer(self.model, cfg)
+        self.schedule = Schedule(
+            schedule=cfg["schedule"], lr=cfg["lr"], warmup_steps=cfg["warmup_steps"],
+            d_model=self.config["model"]["d_model"],
+        )  # fmt: skip
+        self.scaler = torch.amp.GradScaler("cuda") if cfg["precision"] == "fp16" else None
+        self._resume()
+        self.forward_model = self._wrap(self.model)
+        self.batches = iter(self.train_iterator)
+        self.guard = NonFiniteGuard(cfg["max_bad_steps"])
+        self.monitor = Monitor(
+            self.run_dir, enabled=ctx.is_main, start_step=self.step, max_steps=cfg["max_steps"]
+        )
+        log.info(
+            "model: %d parameters | device %s | %s | world size %d | starting at update %d",
+            self.n_parameters, ctx.device, cfg["precision"], ctx.world_size, self.step,
+        )  # fmt: skip
+
+    def _load_data(self) -> None:
+        """Tokenizer, train and valid batch iterators (sharded by rank), text for valid BLEU."""
+        from rpr_nmt.data import BatchIterator, prepare_data, read_parallel_text
+
+        cfg, ctx, data_cfg = self.cfg, self.ctx, self.config["data"]
         if ctx.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         splits = ["train", data_cfg["valid_split"]]
@@ -107,16 +136,6 @@ class Trainer:
         if ctx.is_main:
             ctx.barrier()
         self.tokenizer = tok = data.tokenizer
-        self.model = build_model(self.config["model"], vocab_size=tok.vocab_size, pad_id=tok.pad_id)
-        self.model.to(ctx.device)
-        if ctx.rank > 0:  # the same initial weights on every rank, different dropout masks
-            torch.manual_seed(cfg["seed"] + ctx.rank)
-        self.optimizer = _build_optimizer(self.model, cfg)
-        self.schedule = Schedule(
-            schedule=cfg["schedule"], lr=cfg["lr"], warmup_steps=cfg["warmup_steps"],
-            d_model=self.config["model"]["d_model"],
-        )  # fmt: skip
-        self.scaler = torch.amp.GradScaler("cuda") if cfg["precision"] == "fp16" else None
         batching = dict(pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, seed=cfg["seed"])
         self.train_iterator = BatchIterator(
             data.splits["train"], max_tokens=cfg["max_tokens"], shuffle=True, rank=ctx.rank,
@@ -127,23 +146,10 @@ class Trainer:
             rank=ctx.rank, world_size=ctx.world_size, **batching,
         )  # fmt: skip
         self.bleu_text = None
-        if cfg["valid_bleu"] and ctx.is_main:
+        if cfg["valid_bleu"] and ctx.is_main:  # rank 0 alone decodes
             sources, references = read_parallel_text(data_cfg, data_cfg["valid_split"])
             n = cfg["valid_bleu_sentences"]
             self.bleu_text = (sources[:n], references[:n])
-        self._resume()
-        self.forward_model = self._wrap(self.model)
-        self.batches = iter(self.train_iterator)
-        self.guard = NonFiniteGuard(cfg["max_bad_steps"])
-        self.monitor = Monitor(
-            self.run_dir, enabled=ctx.is_main, start_step=self.step, max_steps=cfg["max_steps"]
-        )
-        n_params = sum(p.numel() for p in self.model.parameters())
-        log.info(
-            "model: %d parameters | device %s | %s | world size %d | starting at update %d",
-            n_params, ctx.device, cfg["precision"], ctx.world_size, self.step,
-        )  # fmt: skip
-        self.n_parameters = n_params
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """DistributedDataParallel across ranks, then torch.compile when asked."""
@@ -235,12 +241,17 @@ class Trainer:
             self.model, self.valid_iterator, ctx=self.ctx, autocast=self.autocast,
             pad_id=self.tokenizer.pad_id, label_smoothing=self.cfg["label_smoothing"],
         )  # fmt: skip
-        if self.bleu_text is not None:
-            figures["bleu"] = validation_bleu(
-                self.model, self.tokenizer, *self.bleu_text, decode_cfg=self.config["decode"],
-                tgt_lang=self.config["data"]["tgt_lang"], device=self.ctx.device,
-            )  # fmt: skip
-        self.ctx.barrier()
+        if self.cfg["valid_bleu"]:
+            bleu = 0.0
+            if self.bleu_text is not None:
+                bleu = validation_bleu(
+                    self.model, self.tokenizer, *self.bleu_text, decode_cfg=self.config["decode"],
+                    tgt_lang=self.config["data"]["tgt_lang"], device=self.ctx.device,
+                )  # fmt: skip
+            # Rank 0's score reaches every rank, so that all agree on a new best (and on saving).
+            figures["bleu"] = self.ctx.all_reduce_sum(
+                torch.tensor([bleu], dtype=torch.float64)
+            ).item()
         self.monitor.valid(self.step, figures)
         self.validated_at = self.step
         best = self.best

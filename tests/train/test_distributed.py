@@ -4,17 +4,20 @@ with update_freq 2 on the same batches."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from rpr_nmt.train import train_step
 from rpr_nmt.train.distributed import DistributedContext
 
+from .conftest import REPO, tiny_overrides
 from .helpers import PAD, random_batch, tiny_model
 
 WORKER = Path(__file__).resolve().parent / "ddp_worker.py"
@@ -58,3 +61,21 @@ def test_two_gloo_ranks_equal_one_process_with_update_freq_2(tmp_path):
     # projection's bias cannot change the softmax) into full-size steps.
     # The batches differ in size, so a plain mean of per-rank means would not have matched.
     assert random_batch(0, n=2).n_tgt_tokens != random_batch(1, n=3).n_tgt_tokens
+
+
+@pytest.mark.slow
+def test_torchrun_two_cpu_ranks_train_and_resume(corpus, cache_dir, tmp_path):
+    """The CLI under torchrun with gloo: rank 0 alone writes the run; a rerun resumes it."""
+    run_dir = tmp_path / "run"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    base = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(_free_port())]
+    args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu_sentences=4")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for steps in (4, 6):
+        cmd = [*base, "-m", "rpr_nmt.cli.train", *args, f"train.max_steps={steps}"]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 6 and summary["session_steps"] == 2
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert len(state["rng_per_rank"]) == 2
