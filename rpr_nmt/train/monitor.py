@@ -115,6 +115,39 @@ class Monitor:
         self.bar = self.writer = self.metrics = None
 
 
+class TrainWindow:
+    """Training figures accumulated between two log lines."""
+
+    def __init__(self) -> None:
+        self.loss = self.nll = self.tokens = self.tgt = self.seconds = self.norm = 0.0
+        self.steps = 0
+        self.lr = 0.0
+
+    def add(self, result: Any, lr: float, seconds: float) -> None:
+        """Count an update (a StepResult); skipped updates count nothing."""
+        if not result.applied:
+            return
+        self.loss += result.loss * result.n_tgt_tokens
+        self.nll += result.nll * result.n_tgt_tokens
+        self.tgt += result.n_tgt_tokens
+        self.tokens += result.n_src_tokens + result.n_tgt_tokens
+        self.seconds += seconds
+        self.norm += result.grad_norm
+        self.steps += 1
+        self.lr = lr
+
+    def figures(self) -> dict[str, float]:
+        """Token-weighted loss and perplexity, last lr, mean grad norm, tokens per second."""
+        tgt, steps = max(self.tgt, 1.0), max(self.steps, 1)
+        return {
+            "loss": self.loss / tgt,
+            "ppl": perplexity(self.nll / tgt),
+            "lr": self.lr,
+            "grad_norm": self.norm / steps,
+            "tokens_per_sec": self.tokens / max(self.seconds, 1e-9),
+        }
+
+
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """Write train_summary.json (atomically: a temporary file, then rename)."""
     tmp = path.with_name(f".{path.name}.tmp")

@@ -26,7 +26,7 @@ from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
 from rpr_nmt.train import runstate
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
 from rpr_nmt.train.errors import DivergenceError, SettingsError
-from rpr_nmt.train.monitor import Monitor, peak_memory_mb, perplexity, write_summary
+from rpr_nmt.train.monitor import Monitor, TrainWindow, peak_memory_mb, write_summary
 from rpr_nmt.train.schedule import Schedule
 from rpr_nmt.train.signals import StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
@@ -186,7 +186,7 @@ class Trainer:
         max_steps, update_freq = cfg["max_steps"], cfg["update_freq"]
         limit = cfg["max_time_minutes"]
         self.session = {"steps": 0, "tokens": 0, "seconds": 0.0}
-        window = _Window()
+        window = TrainWindow()
         while self.step < max_steps:
             timed_out = limit is not None and time.perf_counter() - self.started > 60 * limit
             batches = [next(self.batches) for _ in range(update_freq)]
@@ -213,7 +213,7 @@ class Trainer:
             self.monitor.step(self.step, {"loss": result.loss, "lr": lr, **self._speed()})
             if result.applied and (self.step % cfg["log_every"] == 0 or self.step == max_steps):
                 self.monitor.train(self.step, window.figures())
-                window = _Window()
+                window = TrainWindow()
             try:
                 self.guard.check(result.applied, self.step + 1)
             except DivergenceError:
@@ -356,37 +356,6 @@ class Trainer:
             write_summary(self.run_dir / "train_summary.json", summary)
             log.info("summary: %s", {k: summary[k] for k in list(summary)[:8]})
         return summary
-
-
-class _Window:
-    """Training figures accumulated between two log lines."""
-
-    def __init__(self) -> None:
-        self.loss = self.nll = self.tokens = self.tgt = self.seconds = self.norm = 0.0
-        self.steps = 0
-        self.lr = 0.0
-
-    def add(self, result: Any, lr: float, seconds: float) -> None:
-        if not result.applied:
-            return
-        self.loss += result.loss * result.n_tgt_tokens
-        self.nll += result.nll * result.n_tgt_tokens
-        self.tgt += result.n_tgt_tokens
-        self.tokens += result.n_src_tokens + result.n_tgt_tokens
-        self.seconds += seconds
-        self.norm += result.grad_norm
-        self.steps += 1
-        self.lr = lr
-
-    def figures(self) -> dict[str, float]:
-        tgt, steps = max(self.tgt, 1.0), max(self.steps, 1)
-        return {
-            "loss": self.loss / tgt,
-            "ppl": perplexity(self.nll / tgt),
-            "lr": self.lr,
-            "grad_norm": self.norm / steps,
-            "tokens_per_sec": self.tokens / max(self.seconds, 1e-9),
-        }
 
 
 def _build_optimizer(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
