@@ -159,7 +159,9 @@ class Trainer:
             ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids)
         if self.cfg["compile"]:
-            model = torch.compile(model)
+            # Static shapes: with dynamic shapes, inductor fails on the relative-position index
+            # arithmetic (torch 2.13); each new batch shape compiles anew, up to dynamo's limit.
+            model = torch.compile(model, dynamic=False)
         return model
 
     def _resume(self) -> None:
