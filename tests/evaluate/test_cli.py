@@ -101,7 +101,6 @@ def test_evaluate_writes_files_and_bleu_equals_the_sacrebleu_command_line(tiny_r
     assert float(cli_bleu) == pytest.approx(record["bleu"], abs=1e-4)
 
 
-@pytest.mark.slow
 def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     ckpts = f"checkpoint=[{tiny_run['a']},{tiny_run['b']}]"
@@ -119,9 +118,9 @@ def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
     "args,message",
     [
         (["checkpoint=missing.pt"], "checkpoint not found"),
-        pytest.param([], "no checkpoint given", marks=pytest.mark.slow),
-        pytest.param(["CKPT", "split=nosuchsplit"], "missing data file", marks=pytest.mark.slow),
-        pytest.param(["CKPT", "decode.precision=fp8"], "decode.precision", marks=pytest.mark.slow),
+        ([], "no checkpoint given"),
+        (["CKPT", "split=nosuchsplit"], "missing data file"),
+        (["CKPT", "decode.precision=fp8"], "decode.precision"),
     ],
     ids=["missing_checkpoint", "no_checkpoint", "missing_split", "bad_precision"],
 )
@@ -151,7 +150,6 @@ def test_translate_reads_stdin_and_writes_nbest(tiny_run, tmp_path):
     assert scores == sorted(scores, reverse=True)
 
 
-@pytest.mark.slow
 def test_translate_files_and_missing_input(tiny_run, tmp_path):
     (tmp_path / "in.en").write_text("a red bike.\nthe park.\n", encoding="utf-8")
     args = [f"checkpoint={tiny_run['a']}", "input=in.en", "output=out.de", "decode.max_len_b=3"]

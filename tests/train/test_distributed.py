@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from rpr_nmt.train import train_step
@@ -63,7 +62,6 @@ def test_two_gloo_ranks_equal_one_process_with_update_freq_2(tmp_path):
     assert random_batch(0, n=2).n_tgt_tokens != random_batch(1, n=3).n_tgt_tokens
 
 
-@pytest.mark.slow
 def test_torchrun_two_cpu_ranks_train_and_resume(corpus, cache_dir, tmp_path):
     """The CLI under torchrun with gloo: rank 0 alone writes the run; a rerun resumes it."""
     run_dir = tmp_path / "run"
