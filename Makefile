@@ -33,8 +33,12 @@ test: setup  ## ruff, then the fast tests (pytest -m slow runs the long ones)
 	$(BIN)/ruff check rpr_nmt scripts tests
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16), evaluate, print BLEU
-	$(BIN)/python scripts/demo.py
+DEMO_DIR ?= runs/demo
+demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 min, evaluate, print BLEU
+	$(BIN)/rpr-nmt-train data=multi30k_en_de model=transformer_small train=cpu_short \
+	    train.evaluate_at_end=false hydra.run.dir=$(DEMO_DIR)
+	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/averaged.pt \
+	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
 
 clean:  ## remove the virtualenv and caches (runs/ is kept)
 	rm -rf $(VENV) data/cache .pytest_cache .ruff_cache

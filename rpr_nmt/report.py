@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
+
+import rpr_nmt.config  # noqa: F401  (registers the resolvers that run configs use)
 
 # Columns of the table: (summary key, heading, decimals).
 METRICS = (
@@ -34,8 +37,12 @@ class Run:
 
     path: Path
     overrides: list[str]
-    model: dict[str, Any]
+    config: dict[str, Any]  # the run's composed config, resolved
     summary: dict[str, Any]
+
+    @property
+    def model(self) -> dict[str, Any]:
+        return self.config.get("model", {})
 
     @property
     def setting(self) -> str:
@@ -67,9 +74,10 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
         if not (overrides_path.is_file() and config_path.is_file()):
             continue
         overrides = yaml.safe_load(overrides_path.read_text()) or []
-        config = yaml.safe_load(config_path.read_text()) or {}
+        # Hydra stores the config unresolved (e.g. data.root=${oc.env:RPR_NMT_DATA,data}/...).
+        config = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
         summary = json.loads(summary_path.read_text())
-        runs.append(Run(run_dir, [str(o) for o in overrides], config.get("model", {}), summary))
+        runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
     return runs
 
 

@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rpr_nmt.report import write_report
+
+
+def write_length_report(sweep_dir: str) -> str:
+    """BLEU by source-length bucket for each run: length_report.md and bleu_by_length.png."""
+    from rpr_nmt.length_report import length_table, plot_by_length
+    from rpr_nmt.report import find_runs
+
+    text, results = length_table(sweep_dir)
+    cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
+    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
+    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
+    (Path(sweep_dir) / "length_report.md").write_text(text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,10 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "sweep_dirs", nargs="+", help="sweep folders, e.g. runs/sweeps/ablate_k_multi30k_en_de"
     )
+    parser.add_argument(
+        "--by-length",
+        action="store_true",
+        help="also score each run's test output by source length (length_report.md, "
+        "bleu_by_length.png), for experiment=length_generalisation",
+    )
     args = parser.parse_args(argv)
     for sweep_dir in args.sweep_dirs:
         try:
             text, plot = write_report(sweep_dir)
+            if args.by_length:
+                text += "\n" + write_length_report(sweep_dir)
         except FileNotFoundError as e:
             print(f"rpr-nmt-report: {e}", file=sys.stderr)
             return 2

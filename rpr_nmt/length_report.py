@@ -1,0 +1,115 @@
+"""BLEU by source length: does a model generalise to sentences longer than any it was trained on?
+
+For each run of a sweep, the test hypotheses the trainer wrote (hyp_<test_split>.txt) are grouped by
+the source sentence's length in BPE tokens (the run's own BPE model, EOS excluded: the unit of
+data.max_train_source_tokens), and each group is scored with sacrebleu.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rpr_nmt.report import Run, find_runs, group_runs
+
+# Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
+DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
+
+
+@dataclass
+class BucketScores:
+    """BLEU of one run per source-length bucket."""
+
+    labels: list[str]
+    sentences: list[int]
+    bleu: list[float | None]  # None where a bucket is empty
+
+
+def bucket_labels(bounds: Sequence[int]) -> list[str]:
+    """'1-10', '11-15', ..., '31+' for bounds (1, 11, 16, ..., 31)."""
+    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:])]
+    return labels + [f"{bounds[-1]}+"]
+
+
+def bucket_of(length: int, bounds: Sequence[int]) -> int:
+    """Index of the bucket holding `length` (lengths under the first bound go to the first)."""
+    index = 0
+    for i, lower in enumerate(bounds):
+        if length >= lower:
+            index = i
+    return index
+
+
+def score_by_length(run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS) -> BucketScores:
+    """Score a finished run's test hypotheses per source-length bucket.
+
+    Raises:
+        FileNotFoundError: the run has no hyp file or no checkpoint (train.evaluate_at_end off).
+    """
+    from rpr_nmt.checkpoint import load_checkpoint
+    from rpr_nmt.data import Tokenizer, read_parallel_text
+    from rpr_nmt.evaluate import score_corpus
+
+    data_cfg = run.config["data"]
+    split = data_cfg["test_split"]
+    hyp_path = run.path / f"hyp_{split}.txt"
+    checkpoint = run.path / "checkpoints" / "last.pt"
+    for needed in (hyp_path, checkpoint):
+        if not needed.is_file():
+            raise FileNotFoundError(f"{needed} is missing: the run must evaluate itself at the end")
+    tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint)["bpe_model"])
+    sources, refs = read_parallel_text(data_cfg, split)
+    hyps = hyp_path.read_text(encoding="utf-8").split("\n")[: len(refs)]
+    groups: list[list[int]] = [[] for _ in bounds]
+    for i, source in enumerate(sources):
+        groups[bucket_of(len(tokenizer.encode(source)), bounds)].append(i)
+    bleu: list[float | None] = []
+    for members in groups:
+        if not members:
+            bleu.append(None)
+            continue
+        scores = score_corpus([hyps[i] for i in members], [refs[i] for i in members], "")
+        bleu.append(scores.bleu)
+    return BucketScores(bucket_labels(bounds), [len(g) for g in groups], bleu)
+
+
+def length_table(sweep_dir: str | Path, bounds: Sequence[int] = DEFAULT_BOUNDS) -> tuple[str, dict]:
+    """Markdown table (one row per run setting, one column per bucket) and the scores behind it."""
+    rows = group_runs(find_runs(sweep_dir))
+    if not rows:
+        raise FileNotFoundError(f"no finished runs under {sweep_dir}")
+    results = {row.setting: score_by_length(row.runs[0], bounds) for row in rows}
+    first = next(iter(results.values()))
+    head = ["setting"] + [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for setting, scores in results.items():
+        cells = ["-" if b is None else f"{b:.1f}" for b in scores.bleu]
+        lines.append("| " + " | ".join([setting] + cells) + " |")
+    caption = "test BLEU by source length in BPE tokens (sentences per bucket in brackets)\n\n"
+    return caption + "\n".join(lines) + "\n", results
+
+
+def plot_by_length(results: dict[str, BucketScores], path: str | Path, cap: int | None) -> None:
+    """One line per setting: BLEU against the source-length bucket, the training cap marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for setting, scores in results.items():
+        xs = [i for i, b in enumerate(scores.bleu) if b is not None]
+        ax.plot(xs, [scores.bleu[i] for i in xs], marker="o", label=setting)
+    labels = next(iter(results.values())).labels
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("source length (BPE tokens)")
+    ax.set_ylabel("test BLEU")
+    if cap is not None:
+        seen = [i for i, label in enumerate(labels) if int(label.split("-")[0].rstrip("+")) <= cap]
+        ax.axvline(max(seen) + 0.5, color="grey", linestyle="--", label=f"training cap ({cap})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

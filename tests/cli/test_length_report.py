@@ -1,0 +1,59 @@
+"""rpr-nmt-report --by-length: BLEU per source-length bucket from a run's own files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import torch
+import yaml
+
+from rpr_nmt.cli.report import main
+from rpr_nmt.config import DataConfig
+from rpr_nmt.data import Tokenizer
+from rpr_nmt.data.bpe import train_bpe
+from rpr_nmt.length_report import bucket_labels, bucket_of
+
+WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
+
+
+def test_buckets():
+    bounds = (1, 11, 16, 31)
+    assert bucket_labels(bounds) == ["1-10", "11-15", "16-30", "31+"]
+    assert [bucket_of(n, bounds) for n in (0, 1, 10, 11, 15, 16, 30, 31, 99)] == [
+        0, 0, 0, 1, 1, 2, 2, 3, 3,
+    ]  # fmt: skip
+
+
+def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
+    # Short sources are translated perfectly, long ones not at all: the buckets must show it.
+    short = [" ".join(WORDS[i : i + 5]) for i in range(8)]
+    long = [" ".join(WORDS * 2)[: 60 + i] for i in range(4)]
+    data = tmp_path / "corpus"
+    data.mkdir()
+    (data / "test.en").write_text("\n".join(short + long) + "\n")
+    (data / "test.de").write_text("\n".join(short + long) + "\n")
+    proto = train_bpe(short + long + WORDS, vocab_size=60, character_coverage=1.0)
+    tokenizer = Tokenizer.from_proto(proto)
+    assert max(len(tokenizer.encode(s)) for s in short) <= 10
+    assert min(len(tokenizer.encode(s)) for s in long) >= 16
+
+    data_cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=10))
+    run = tmp_path / "sweep" / "+positions=relative"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["+positions=relative"]))
+    config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
+    (run / "checkpoints").mkdir()
+    torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
+    (run / "hyp_test.txt").write_text("\n".join(short + ["x"] * len(long)) + "\n")
+
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 0
+    table = (tmp_path / "sweep" / "length_report.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| +positions=relative"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "100.0"  # bucket 1-10: all 8 short sentences, exact
+    assert "0.0" in cells[3:]  # the long sentences' bucket scores 0
+    assert "(8)" in table.splitlines()[2]
+    assert (tmp_path / "sweep" / "bleu_by_length.png").read_bytes()[:4] == b"\x89PNG"
