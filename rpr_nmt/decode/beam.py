@@ -278,8 +278,10 @@ def beam_search(
         keep = out.retire(beams, done)  # (A',) surviving rows of the active batch
         if keep.numel() == 0:
             break
-        cache = cache.index_select(rows[keep].flatten())  # (A' * N) rows: new beam order
-        if n_in != N or keep.numel() != A:
+        # Beams only permuted within their sentence share memory rows: skip copying those.
+        memory_moves = n_in != N or keep.numel() != A
+        cache = cache.index_select(rows[keep].flatten(), reorder_memory=memory_moves)  # (A' * N)
+        if memory_moves:
             enc_rows = keep.unsqueeze(1) * n_in + torch.arange(N, device=device) % n_in  # (A', N)
             encoder_out = encoder_out.index_select(enc_rows.flatten())
         last = beams.tokens[:, :, -1].reshape(-1, 1)  # (A' * N, 1)

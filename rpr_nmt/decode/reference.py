@@ -38,7 +38,8 @@ class _Prefix:
     def length(self) -> int:
         return self.tokens.size(1)
 
-    def index_select(self, index: Tensor) -> _Prefix:
+    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Prefix:
+        # A prefix holds no encoder memory: reorder_memory has nothing to skip.
         return _Prefix(self.tokens.index_select(0, index))
 
 

@@ -53,7 +53,8 @@ class _Rows:
 class _Prefix:
     tokens: Tensor  # (R, t) BOS included
 
-    def index_select(self, index: Tensor) -> _Prefix:
+    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Prefix:
+        # A prefix holds no encoder memory: reorder_memory has nothing to skip.
         return _Prefix(self.tokens.index_select(0, index))
 
 
