@@ -37,7 +37,7 @@ DEMO_DIR ?= runs/demo
 demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 min, evaluate, print BLEU
 	$(BIN)/rpr-nmt-train data=multi30k_en_de model=transformer_small train=cpu_short \
 	    train.evaluate_at_end=false hydra.run.dir=$(DEMO_DIR)
-	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/averaged.pt \
+	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/last.pt \
 	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
 
 clean:  ## remove the virtualenv and caches (runs/ is kept)
