@@ -25,7 +25,7 @@ class _Src:
 class _Steps:
     length: int
 
-    def index_select(self, index: Tensor) -> _Steps:
+    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Steps:
         return self
 
 
