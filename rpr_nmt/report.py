@@ -44,10 +44,13 @@ class Run:
     def model(self) -> dict[str, Any]:
         return self.config.get("model", {})
 
-    @property
-    def setting(self) -> str:
-        """The run's overrides without the seed: runs with equal settings are averaged."""
-        kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
+    def setting(self, shared: frozenset[str] = frozenset()) -> str:
+        """The run's overrides without the seed and those `shared` by every run of the sweep."""
+        kept = [
+            o
+            for o in self.overrides
+            if o.split("=", 1)[0].lstrip("+") != SEED_KEY and o not in shared
+        ]
         return ", ".join(kept) or "default"
 
 
@@ -83,9 +86,13 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
 
 def group_runs(runs: Sequence[Run]) -> list[Row]:
     """Runs grouped by setting, rows ordered by k, then the a^K / a^V / sinusoid toggles."""
+    # Overrides every run shares (the experiment, a common recipe) say nothing about a row.
+    sets = [frozenset(r.overrides) for r in runs]
+    shared = frozenset.intersection(*sets) if len(set(sets)) > 1 else frozenset()
     rows: dict[str, Row] = {}
     for run in runs:
-        rows.setdefault(run.setting, Row(run.setting, run.model)).runs.append(run)
+        label = run.setting(shared)
+        rows.setdefault(label, Row(label, run.model)).runs.append(run)
 
     def order(row: Row) -> tuple:
         m = row.model
