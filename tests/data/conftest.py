@@ -5,10 +5,13 @@ from __future__ import annotations
 import gzip
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from rpr_nmt.config import DataConfig
 
 WORDS = (
     "the a man woman child dog cat ball street park water red blue green small big old young "
@@ -44,28 +47,18 @@ def make_cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
     """Builds a plain data config dict (the DataConfig fields) with a tmp cache and small BPE."""
 
     def make(**overrides: Any) -> dict[str, Any]:
-        cfg: dict[str, Any] = dict(
-            name="tiny",
-            source="local",
-            root=str(tmp_path / "corpus"),
-            src_lang="en",
-            tgt_lang="de",
-            train_splits=["train"],
-            valid_split="valid",
-            test_split="test",
-            hub_dataset="",
-            hub_config="",
-            hub_splits={},
-            streaming=False,
-            max_train_pairs=None,
-            vocab_size=120,
-            bpe_sample_sentences=2_000_000,
-            bpe_character_coverage=1.0,
-            max_tokens_per_sentence=256,
-            max_length_ratio=3.0,
-            max_train_source_tokens=None,
-            deduplicate=False,
-            cache_dir=str(tmp_path / "cache"),
+        # DataConfig's own defaults, so a new field needs no edit here; tiny-corpus values on top.
+        cfg: dict[str, Any] = asdict(
+            DataConfig(
+                name="tiny",
+                root=str(tmp_path / "corpus"),
+                train_splits=["train"],
+                valid_split="valid",
+                test_split="test",
+                vocab_size=120,
+                max_tokens_per_sentence=256,
+                cache_dir=str(tmp_path / "cache"),
+            )
         )
         unknown = set(overrides) - set(cfg)
         assert not unknown, unknown
