@@ -70,6 +70,9 @@ class Trainer:
         }  # fmt: skip
         self.best_pending = False  # a new best awaits the next checkpoint
         self.last_train_loss: float | None = None
+        # Totals of the earlier sessions of this run (from the checkpoint): wall seconds, and the
+        # training tokens and seconds behind the run's tokens/s.
+        self.earlier = {"run_seconds": 0.0, "train_tokens": 0, "train_seconds": 0.0}
         self.stopped_by = "max_steps"
         self.validated_at: int | None = None
         self.saved_at: int | None = None
@@ -179,18 +182,27 @@ class Trainer:
         runstate.restore_rng(state, self.ctx)
         self.step = self.saved_at = int(state["step"])
         self.best.update(state.get("best") or {})
-        self.last_train_loss = (state.get("progress") or {}).get("train_loss")
-        log.info("resumed from %s at update %d", path, self.step)
+        progress = state.get("progress") or {}
+        self.last_train_loss = progress.get("train_loss")
+        self.earlier.update({key: progress[key] for key in self.earlier if key in progress})
+        log.info(
+            "resumed from %s at update %d (%.1f min of earlier sessions)",
+            path, self.step, self.earlier["run_seconds"] / 60,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------------------------- loop
     def _train(self) -> None:
         cfg, ctx = self.cfg, self.ctx
         max_steps, update_freq = cfg["max_steps"], cfg["update_freq"]
-        limit = cfg["max_time_minutes"]
         self.session = {"steps": 0, "tokens": 0, "seconds": 0.0}
         window = TrainWindow()
+        limit = cfg["max_time_minutes"]
+        if limit is not None and self.earlier["run_seconds"] > 60 * limit:
+            # A resumed run whose earlier sessions used up the time limit trains no further.
+            self.stopped_by = "time_limit"
+            return
         while self.step < max_steps:
-            timed_out = limit is not None and time.perf_counter() - self.started > 60 * limit
+            timed_out = self._timed_out()
             batches = [next(self.batches) for _ in range(update_freq)]
             lr = self.schedule(self.step + 1)
             for group in self.optimizer.param_groups:
@@ -231,6 +243,15 @@ class Trainer:
             # A new best is saved at once, so that best.pt holds the weights that scored best.
             if result.applied and (self.step % cfg["save_every"] == 0 or self.best_pending):
                 self._save()
+
+    def _run_seconds(self) -> float:
+        """Wall time of the whole run: earlier sessions (resumed from) plus this one."""
+        return self.earlier["run_seconds"] + time.perf_counter() - self.started
+
+    def _timed_out(self) -> bool:
+        """train.max_time_minutes counts the run's total time, so a rerun does not start afresh."""
+        limit = self.cfg["max_time_minutes"]
+        return limit is not None and self._run_seconds() > 60 * limit
 
     def _speed(self) -> dict[str, float]:
         seconds = max(self.session["seconds"], 1e-9)
@@ -286,7 +307,12 @@ class Trainer:
                 "rng": rng[0],
                 "rng_per_rank": rng,
                 "best": dict(self.best),
-                "progress": {"train_loss": self.last_train_loss},
+                "progress": {
+                    "train_loss": self.last_train_loss,
+                    "run_seconds": self._run_seconds(),
+                    "train_tokens": self.earlier["train_tokens"] + self.session["tokens"],
+                    "train_seconds": self.earlier["train_seconds"] + self.session["seconds"],
+                },
             }
             keep = max(self.cfg["keep_last"], self.cfg["average_last"])
             runstate.write_checkpoint(
@@ -333,16 +359,20 @@ class Trainer:
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
         best_path = self.checkpoint_dir / "best.pt"
+        # Whole-run figures: a resumed run adds its earlier sessions' tokens and seconds.
+        tokens = self.earlier["train_tokens"] + self.session["tokens"]
+        seconds = self.earlier["train_seconds"] + self.session["seconds"]
         summary = {
             "steps": self.step,
             "final_train_loss": self.last_train_loss,
             "best_valid_loss": self.best["valid_loss"],
             "best_valid_bleu": self.best["valid_bleu"],
             "best_step": self.best["step"],
-            "train_tokens_per_sec": self._speed()["tokens_per_sec"],
-            "train_tokens": self.session["tokens"],
-            "train_seconds": self.session["seconds"],
-            "wall_seconds": time.perf_counter() - self.started,
+            "train_tokens_per_sec": tokens / max(seconds, 1e-9),
+            "train_tokens": tokens,
+            "train_seconds": seconds,
+            "wall_seconds": self._run_seconds(),
+            "session_wall_seconds": time.perf_counter() - self.started,
             "peak_memory_mb": peak_memory_mb(self.ctx.device),
             "last_checkpoint": str(self.checkpoint_dir / "last.pt"),
             "best_checkpoint": str(best_path) if best_path.exists() else None,

@@ -23,6 +23,26 @@ def test_time_limit_stops_saves_and_finishes(corpus, cache_dir, tmp_path):
     assert json.loads((tmp_path / "run" / "train_summary.json").read_text())["steps"] == 1
 
 
+def test_time_limit_counts_the_whole_run_across_resumes(corpus, cache_dir, tmp_path):
+    quiet = ["train.valid_bleu=false", "train.evaluate_at_end=false"]
+    first = train(compose_config(corpus, cache_dir, "train.max_steps=2", *quiet), tmp_path / "run")
+    assert first["steps"] == 2 and first["train_tokens"] > 0
+    # The first session took longer than this limit: a rerun must not train another session.
+    limit = first["wall_seconds"] / 60 / 2
+    again = train(
+        compose_config(
+            corpus, cache_dir, "train.max_steps=1000", f"train.max_time_minutes={limit}", *quiet
+        ),
+        tmp_path / "run",
+    )
+    assert again["stopped_by"] == "time_limit" and again["steps"] == 2
+    assert again["session_steps"] == 0
+    # Whole-run figures survive a session that trained nothing.
+    assert again["train_tokens"] == first["train_tokens"]
+    assert again["train_tokens_per_sec"] == pytest.approx(first["train_tokens_per_sec"])
+    assert again["wall_seconds"] >= first["wall_seconds"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
