@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rpr_nmt.model.dropout import dropout
+
 __all__ = [
     "KeyValueCache",
     "RelativeMultiheadAttention",
@@ -189,8 +191,7 @@ def relative_attention(
     if hidden is not None:
         logits = logits.masked_fill_(hidden, torch.finfo(logits.dtype).min)
     alpha = torch.softmax(logits, dim=-1)  # (B, H, Tq, Tk)
-    if dropout_p > 0.0:
-        alpha = F.dropout(alpha, p=dropout_p)
+    alpha = dropout(alpha, dropout_p)  # attention dropout (tensor2tensor's); a no-op at p = 0
 
     # Content output, eq. 3 first term: sum_j alpha_ij v_j.
     z = alpha @ v  # (B, H, Tq, Dh)

@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.model.dropout import Dropout
+
 __all__ = ["TokenEmbedding", "sinusoidal_encoding"]
 
 
@@ -51,7 +53,7 @@ class TokenEmbedding(nn.Module):
         self.table = table
         self.scale = math.sqrt(table.embedding_dim)
         self.sinusoidal = sinusoidal
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, tokens: Tensor, first_position: int = 0) -> Tensor:
         """Embed tokens at absolute positions first_position onwards.

@@ -25,6 +25,7 @@ from rpr_nmt.model.attention import (
     new_relative_table,
     relative_table_shape,
 )
+from rpr_nmt.model.dropout import Dropout
 from rpr_nmt.model.embeddings import TokenEmbedding
 
 __all__ = [
@@ -46,7 +47,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(F.relu(self.fc1(x))))
@@ -137,7 +138,7 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.attn_norm = SublayerNorm(d_model, pre_norm)
         self.ffn_norm = SublayerNorm(d_model, pre_norm)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """Shapes: x (B, S, D), padding_mask (B, S) True = pad; returns (B, S, D)."""
@@ -173,7 +174,7 @@ class DecoderLayer(nn.Module):
         self.self_attn_norm = SublayerNorm(d_model, pre_norm)
         self.cross_attn_norm = SublayerNorm(d_model, pre_norm)
         self.ffn_norm = SublayerNorm(d_model, pre_norm)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,

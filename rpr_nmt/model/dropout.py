@@ -1,0 +1,82 @@
+"""Dropout whose masks cost a quarter of the random numbers on CPU.
+
+PyTorch's CPU dropout draws one Bernoulli sample per element from its Mersenne Twister, which made
+mask generation 17% of a bf16 transformer_small training step (docs/performance.md, "Training").
+Here one 64-bit random word decides four elements: each 16-bit lane is compared with
+round(p * 65536), so an element is dropped with probability p rounded to a multiple of 1/65536
+(0.1 becomes 0.100006). The mask is kept as bool (one byte per element) for the backward pass.
+Draws come from torch's default generator, so seeding and checkpointed RNG states cover them.
+On CUDA, F.dropout's fused Philox kernel is already cheap and is used as it is.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Dropout", "dropout", "dropout_mask"]
+
+_LANES = 4  # 16-bit lanes per 64-bit random word
+_INT16_MIN = -(2**15)
+
+
+def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> Tensor:
+    """Bool mask of `shape`, True (keep) with probability 1 - p, p rounded to a multiple of 2^-16.
+
+    Each int16 lane of a uniformly random int64 word is uniform on [-2^15, 2^15); it is dropped
+    when it falls among the round(p * 2^16) lowest values.
+    """
+    numel = 1
+    for size in shape:
+        numel *= size
+    words = -(-numel // _LANES)
+    bits = torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), None)
+    lanes = bits.view(torch.int16)[:numel].view(shape)
+    return lanes >= _INT16_MIN + round(p * 2**16)
+
+
+class _ApplyMask(torch.autograd.Function):
+    """y = x * keep / (1 - p); the gradient takes the same mask and scale."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return torch.where(keep, x * scale, 0.0)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, grad * ctx.scale, 0.0), None, None
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Inverted dropout: zero each element with probability p, scale the rest by 1 / (1 - p).
+
+    Same contract as F.dropout; on CPU the mask comes from dropout_mask.
+    """
+    if not training or p == 0.0:
+        return x
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    keep = dropout_mask(x.shape, p, x.device)
+    return _ApplyMask.apply(x, keep, 1.0 / (1.0 - p))
+
+
+class Dropout(nn.Module):
+    """nn.Dropout with the cheaper CPU masks of `dropout`."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
