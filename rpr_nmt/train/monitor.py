@@ -61,12 +61,15 @@ class Monitor:
         )
 
     def step(self, step: int, figures: dict[str, float]) -> None:
-        """Advance the bar by one update and show its figures (loss, lr, tokens/s)."""
+        """Advance the bar by one update and show its figures (loss, lr, tokens/s, and the
+        minutes left under train.max_time_minutes when the trainer passes `minutes_left`)."""
         if self.bar is not None:
             self.bar.update(1)
+            left = figures.get("minutes_left")
+            time_limit = {} if left is None else {"time_left": f"{max(left, 0.0):.1f}min"}
             self.bar.set_postfix(
                 loss=f"{figures['loss']:.3f}", lr=f"{figures['lr']:.2e}",
-                tok_s=f"{figures['tokens_per_sec']:.0f}", refresh=False,
+                tok_s=f"{figures['tokens_per_sec']:.0f}", **time_limit, refresh=False,
             )  # fmt: skip
 
     def train(self, step: int, figures: dict[str, float]) -> None:

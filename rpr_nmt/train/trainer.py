@@ -224,7 +224,10 @@ class Trainer:
             self.session["tokens"] += result.n_src_tokens + result.n_tgt_tokens
             self.session["seconds"] += seconds
             window.add(result, lr, seconds)
-            self.monitor.step(self.step, {"loss": result.loss, "lr": lr, **self._speed()})
+            figures = {"loss": result.loss, "lr": lr, **self._speed()}
+            if cfg["max_time_minutes"] is not None:  # the bar's ETA counts steps; show time too
+                figures["minutes_left"] = cfg["max_time_minutes"] - self._run_seconds() / 60
+            self.monitor.step(self.step, figures)
             if result.applied and (self.step % cfg["log_every"] == 0 or self.step == max_steps):
                 self.monitor.train(self.step, window.figures())
                 window = TrainWindow()
