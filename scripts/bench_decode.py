@@ -8,7 +8,8 @@ compared on quality too. Without one, a random transformer_small (8k BPE vocabul
 cache) stands in; a random model's outputs run to the length limit, so each hypothesis is forced
 to the reference's BPE length (EOS masked before it and forced at it, see ForcedLengths), which
 makes the number of decoder steps, and so the timing, realistic. The table compares cached decoding
-with recomputing the whole prefix at every step (UncachedModel), and fp32 with bf16 autocast.
+with recomputing the whole prefix at every step (UncachedModel), and fp32 with bf16 (a bf16 copy of
+the model, as decode.precision=bf16 decodes).
 Prints one Markdown table (the figures in docs/performance.md, "## Decoding").
 """
 
@@ -28,7 +29,7 @@ from torch import Tensor
 
 from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.decode import UncachedModel, beam_search
-from rpr_nmt.decode.translate import autocast, length_sorted_batches, pad_batch
+from rpr_nmt.decode.translate import decoding_model, length_sorted_batches, pad_batch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -92,8 +93,9 @@ def random_setup(args: argparse.Namespace) -> tuple[Any, Any, list[list[int]], l
     return model, data.tokenizer, sources, [len(t) for t in corpus.tgt][: args.sentences]
 
 
-def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args, precision: str):
-    """Decode all sources; returns (seconds, hypotheses in input order)."""
+def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args):
+    """Decode all sources with `model` at its own precision; returns (seconds, hypotheses in
+    input order)."""
     out: list[Any] = [None] * len(sources)
     forced = ForcedLengths(model, eos_id=3) if lengths is not None else None
     start = time.perf_counter()
@@ -101,11 +103,10 @@ def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args, p
         src = pad_batch([sources[i] for i in batch], 0, torch.device("cpu"))
         if forced is not None:
             forced.lengths = torch.tensor([lengths[i] for i in batch])
-        with autocast(src.device, precision):
-            hyps = beam_search(
-                forced or model, src, beam_size=args.beam, length_penalty=args.alpha,
-                max_len_a=1.2, max_len_b=10, min_len=1, nbest=1, bos_id=2, eos_id=3, pad_id=0,
-            )  # fmt: skip
+        hyps = beam_search(
+            forced or model, src, beam_size=args.beam, length_penalty=args.alpha,
+            max_len_a=1.2, max_len_b=10, min_len=1, nbest=1, bos_id=2, eos_id=3, pad_id=0,
+        )  # fmt: skip
         for i, h in zip(batch, hyps):
             out[i] = h
     return time.perf_counter() - start, out
@@ -145,10 +146,11 @@ def main() -> None:
         n = len(sources) if kind == "cached" else min(args.uncached_sentences, len(sources))
         if n == 0:
             continue
-        m = model if kind == "cached" else UncachedModel(model)
+        m = decoding_model(model, precision)  # bf16: a bf16 copy, as rpr-nmt-translate does
+        m = m if kind == "cached" else UncachedModel(m)
         ls = None if lengths is None else lengths[:n]
         seconds, hyps = min(
-            (run(m, sources[:n], ls, args, precision) for _ in range(args.repeats)),
+            (run(m, sources[:n], ls, args) for _ in range(args.repeats)),
             key=lambda r: r[0],
         )
         out_len = sum(len(h[0].tokens) for h in hyps) / n

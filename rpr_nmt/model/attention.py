@@ -100,7 +100,7 @@ def _hidden_keys(
         key_padding_mask: (B, Tk), True = padding. Returns (B or 1, 1, Tq, Tk).
     """
     hidden = None
-    if causal:
+    if causal and k_len - 1 > q_offset:  # else even the first query sees every key
         query_pos = torch.arange(q_offset, q_offset + q_len, device=device)
         future = torch.arange(k_len, device=device)[None, :] > query_pos[:, None]  # (Tq, Tk)
         hidden = future[None, None]  # (1, 1, Tq, Tk)
@@ -155,10 +155,13 @@ def relative_attention(
     hidden = _hidden_keys(
         Tq, Tk, causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset, device=q.device
     )
-    if rel_keys is None and rel_values is None:
+    relative = rel_keys is not None or rel_values is not None
+    if not relative and Tq > 1:
         # Plain attention: PyTorch's fused kernel (less memory; flash/efficient kernels on CUDA).
         # a^K alone stays on the manual path below: as an SDPA float mask that needs gradients it
         # falls back to SDPA's unfused math path on CPU (docs/performance.md, "Attention").
+        # One query per row (a decoding step) takes the manual path too: there the CPU flash
+        # kernel's per-(row, head) set-up cost 22% of a beam-search step (docs/performance.md).
         plain_causal = causal and key_padding_mask is None and q_offset == 0 and Tq == Tk
         return F.scaled_dot_product_attention(
             q,
@@ -169,11 +172,12 @@ def relative_attention(
             is_causal=plain_causal,
         )  # (B, H, Tq, Dh)
 
-    # Only table rows first..last can occur: slice both tables, shift the index to match.
-    first, last = _table_window(Tq, Tk, max_relative_position, q_offset, causal)
-    index = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
-    index = (index - first).clamp_(0, last - first)  # (Tq, Tk); clamped entries are masked anyway
-    index = index.expand(B, H, Tq, Tk)  # a view: one index for every batch row and head
+    if relative:
+        # Only table rows first..last can occur: slice both tables, shift the index to match.
+        first, last = _table_window(Tq, Tk, max_relative_position, q_offset, causal)
+        index = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
+        index = (index - first).clamp_(0, last - first)  # (Tq, Tk); clamped ones are masked
+        index = index.expand(B, H, Tq, Tk)  # a view: one index for every batch row and head
 
     q = q * (1.0 / math.sqrt(Dh))  # fold the 1/sqrt(Dh) of eq. 4 into q once
 

@@ -9,6 +9,7 @@ import torch
 
 from rpr_nmt.config import DecodeConfig, ModelConfig
 from rpr_nmt.decode import DecodeSettings, UncachedModel, beam_search, greedy_search, translate
+from rpr_nmt.decode.translate import decoding_model
 
 model_module = pytest.importorskip("rpr_nmt.model")
 
@@ -131,10 +132,18 @@ def test_translate_returns_input_order_and_matches_single_sentences():
     assert all(len(nbest) == 2 for nbest in out)
 
 
-def test_bf16_autocast_decodes():
+def test_bf16_decodes_with_a_bf16_copy_and_leaves_the_model_fp32():
     model = tiny_model()
     out = translate(model, _CharTokenizer(), ["abc", "de"], beam_size=2, precision="bf16")
     assert len(out) == 2 and all(isinstance(h.score, float) for nbest in out for h in nbest)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    copy = decoding_model(model, "bf16")
+    assert copy is not model and all(p.dtype == torch.bfloat16 for p in copy.parameters())
+    # Tied embeddings stay tied in the copy.
+    assert copy.output_projection.weight is copy.decoder.embed.table.weight
+    assert decoding_model(model, "fp32") is model
+    with pytest.raises(ValueError, match="precision"):
+        decoding_model(model, "fp16")
 
 
 def test_decode_settings_from_config():
