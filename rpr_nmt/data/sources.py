@@ -143,7 +143,9 @@ def read_hub_pair(
     except Exception as e:  # noqa: BLE001 - network, missing dataset or split: all end the same way
         raise DataError(
             f"could not load {where}: {type(e).__name__}: {e}. Without access to the Hugging Face "
-            "hub use data.source=local with data.root pointing at {split}.{lang}[.gz] files."
+            "hub use data.source=local with data.root pointing at {split}.{lang}[.gz] files "
+            "(HF_HUB_OFFLINE=1 reads only the local Hugging Face cache and fails at once instead "
+            "of retrying)."
         ) from e
     if isinstance(ds, datasets.IterableDataset):
         rows = iter(ds)
