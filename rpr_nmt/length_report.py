@@ -41,8 +41,15 @@ def bucket_of(length: int, bounds: Sequence[int]) -> int:
     return index
 
 
-def score_by_length(run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS) -> BucketScores:
-    """Score a finished run's test hypotheses per source-length bucket.
+def score_by_length(
+    run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS, splits: Sequence[str] | None = None
+) -> BucketScores:
+    """Score a finished run's hypotheses per source-length bucket.
+
+    Args:
+        run: a run that evaluated itself at the end (hyp_<split>.txt and checkpoints/last.pt).
+        bounds: bucket lower bounds in BPE tokens.
+        splits: the splits whose sentences are pooled; None = the run's test split alone.
 
     Raises:
         FileNotFoundError: the run has no hyp file or no checkpoint (train.evaluate_at_end off).
@@ -52,15 +59,18 @@ def score_by_length(run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS) -> BucketS
     from rpr_nmt.evaluate import score_corpus
 
     data_cfg = run.config["data"]
-    split = data_cfg["test_split"]
-    hyp_path = run.path / f"hyp_{split}.txt"
     checkpoint = run.path / "checkpoints" / "last.pt"
-    for needed in (hyp_path, checkpoint):
+    hyp_paths = [run.path / f"hyp_{split}.txt" for split in splits or [data_cfg["test_split"]]]
+    for needed in (*hyp_paths, checkpoint):
         if not needed.is_file():
             raise FileNotFoundError(f"{needed} is missing: the run must evaluate itself at the end")
     tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint)["bpe_model"])
-    sources, refs = read_parallel_text(data_cfg, split)
-    hyps = hyp_path.read_text(encoding="utf-8").split("\n")[: len(refs)]
+    sources, refs, hyps = [], [], []
+    for path in hyp_paths:
+        split_sources, split_refs = read_parallel_text(data_cfg, path.stem.removeprefix("hyp_"))
+        sources += split_sources
+        refs += split_refs
+        hyps += path.read_text(encoding="utf-8").split("\n")[: len(split_refs)]
     groups: list[list[int]] = [[] for _ in bounds]
     for i, source in enumerate(sources):
         groups[bucket_of(len(tokenizer.encode(source)), bounds)].append(i)
@@ -74,19 +84,27 @@ def score_by_length(run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS) -> BucketS
     return BucketScores(bucket_labels(bounds), [len(g) for g in groups], bleu)
 
 
-def length_table(sweep_dir: str | Path, bounds: Sequence[int] = DEFAULT_BOUNDS) -> tuple[str, dict]:
-    """Markdown table (one row per run setting, one column per bucket) and the scores behind it."""
+def length_table(
+    sweep_dir: str | Path,
+    bounds: Sequence[int] = DEFAULT_BOUNDS,
+    splits: Sequence[str] | None = None,
+) -> tuple[str, dict]:
+    """Markdown table (one row per run setting, one column per bucket) and the scores behind it.
+
+    Args: as score_by_length; sweep_dir holds the runs.
+    """
     rows = group_runs(find_runs(sweep_dir))
     if not rows:
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
-    results = {row.setting: score_by_length(row.runs[0], bounds) for row in rows}
+    results = {row.setting: score_by_length(row.runs[0], bounds, splits) for row in rows}
     first = next(iter(results.values()))
     head = ["setting"] + [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for setting, scores in results.items():
         cells = ["-" if b is None else f"{b:.1f}" for b in scores.bleu]
         lines.append("| " + " | ".join([setting] + cells) + " |")
-    caption = "test BLEU by source length in BPE tokens (sentences per bucket in brackets)\n\n"
+    what = " + ".join(splits) if splits else "test"
+    caption = f"{what} BLEU by source length in BPE tokens (sentences per bucket in brackets)\n\n"
     return caption + "\n".join(lines) + "\n", results
 
 
@@ -104,7 +122,7 @@ def plot_by_length(results: dict[str, BucketScores], path: str | Path, cap: int 
     labels = next(iter(results.values())).labels
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("source length (BPE tokens)")
-    ax.set_ylabel("test BLEU")
+    ax.set_ylabel("BLEU")
     if cap is not None:
         seen = [i for i, label in enumerate(labels) if int(label.split("-")[0].rstrip("+")) <= cap]
         ax.axvline(max(seen) + 0.5, color="grey", linestyle="--", label=f"training cap ({cap})")

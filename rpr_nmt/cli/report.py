@@ -9,17 +9,30 @@ from pathlib import Path
 from rpr_nmt.report import write_report
 
 
-def write_length_report(sweep_dir: str) -> str:
+def write_length_report(
+    sweep_dir: str, bounds: list[int] | None = None, splits: list[str] | None = None
+) -> str:
     """BLEU by source-length bucket for each run: length_report.md and bleu_by_length.png."""
-    from rpr_nmt.length_report import length_table, plot_by_length
+    from rpr_nmt.length_report import DEFAULT_BOUNDS, length_table, plot_by_length
     from rpr_nmt.report import find_runs
 
-    text, results = length_table(sweep_dir)
+    text, results = length_table(sweep_dir, bounds or DEFAULT_BOUNDS, splits)
     cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
     plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
     text += "\n![test BLEU by source length](bleu_by_length.png)\n"
     (Path(sweep_dir) / "length_report.md").write_text(text)
     return text
+
+
+def _int_list(text: str) -> list[int]:
+    """'1,11,16' -> [1, 11, 16], increasing and positive, else an argparse error."""
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,11,16, got {text!r}") from None
+    if not values or values[0] < 1 or any(b <= a for a, b in zip(values, values[1:])):
+        raise argparse.ArgumentTypeError(f"bounds must be increasing and >= 1, got {text!r}")
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,12 +50,26 @@ def main(argv: list[str] | None = None) -> int:
         help="also score each run's test output by source length (length_report.md, "
         "bleu_by_length.png), for experiment=length_generalisation",
     )
+    parser.add_argument(
+        "--bounds",
+        type=_int_list,
+        default=None,
+        help="with --by-length: bucket lower bounds in BPE tokens, e.g. 1,11,16,21,26 "
+        "(default 1,11,16,21,26,31)",
+    )
+    parser.add_argument(
+        "--splits",
+        type=lambda text: [s for s in text.split(",") if s],
+        default=None,
+        help="with --by-length: splits whose sentences are pooled, e.g. val,test_2016_flickr "
+        "(each run wrote hyp_<split>.txt; default: the test split)",
+    )
     args = parser.parse_args(argv)
     for sweep_dir in args.sweep_dirs:
         try:
             text, plot = write_report(sweep_dir)
             if args.by_length:
-                text += "\n" + write_length_report(sweep_dir)
+                text += "\n" + write_length_report(sweep_dir, args.bounds, args.splits)
         except FileNotFoundError as e:
             print(f"rpr-nmt-report: {e}", file=sys.stderr)
             return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import pytest
 import torch
 import yaml
 
@@ -57,3 +58,23 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     assert "0.0" in cells[3:]  # the long sentences' bucket scores 0
     assert "(8)" in table.splitlines()[2]
     assert (tmp_path / "sweep" / "bleu_by_length.png").read_bytes()[:4] == b"\x89PNG"
+
+    # Pooling a second split and choosing the buckets: 8 + 2 short, 4 + 1 long sentences.
+    (data / "val.en").write_text("\n".join(short[:2] + long[:1]) + "\n")
+    (data / "val.de").write_text("\n".join(short[:2] + long[:1]) + "\n")
+    (run / "hyp_val.txt").write_text("\n".join(short[:2] + long[:1]) + "\n")
+    pooled = ["--by-length", "--bounds", "1,16", "--splits", "val,test", str(tmp_path / "sweep")]
+    assert main(pooled) == 0
+    table = (tmp_path / "sweep" / "length_report.md").read_text()
+    assert table.startswith("val + test BLEU by source length")
+    head, _, row = table.splitlines()[2:5]
+    assert "1-15 (10)" in head and "16+ (5)" in head
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "100.0" and float(cells[2]) < 100.0
+
+
+def test_bounds_must_increase(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--by-length", "--bounds", "1,16,11", "somewhere"])
+    assert exit_info.value.code == 2
+    assert "bounds must be increasing" in capsys.readouterr().err
