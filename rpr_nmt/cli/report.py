@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rpr_nmt.data.errors import DataError
 from rpr_nmt.report import write_report
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             text, plot = write_report(sweep_dir)
             if args.by_length:
                 text += "\n" + write_length_report(sweep_dir, args.bounds, args.splits)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, DataError) as e:  # a run without its files or corpus
             print(f"rpr-nmt-report: {e}", file=sys.stderr)
             return 2
         print(text)

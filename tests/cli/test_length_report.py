@@ -78,3 +78,19 @@ def test_bounds_must_increase(capsys):
         main(["--by-length", "--bounds", "1,16,11", "somewhere"])
     assert exit_info.value.code == 2
     assert "bounds must be increasing" in capsys.readouterr().err
+
+
+def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
+    run = tmp_path / "sweep" / "+positions=relative"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["+positions=relative"]))
+    data_cfg = asdict(DataConfig(root=str(tmp_path / "nowhere"), test_split="test"))
+    config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
+    (run / "checkpoints").mkdir()
+    proto = train_bpe(WORDS * 3, vocab_size=30, character_coverage=1.0)
+    torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
+    (run / "hyp_test.txt").write_text("a man\n")
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 2
+    assert "missing data file for split 'test'" in capsys.readouterr().err
