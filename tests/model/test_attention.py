@@ -107,11 +107,15 @@ def test_matches_naive_loop_float64(use_keys, use_values, per_head, causal, padd
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("causal,padded", [(False, False), (True, True)])
-def test_no_relative_terms_matches_naive_loop(causal, padded):
-    q, k, v, _, _ = make_inputs(4, 4, 1, per_head=False)
+@pytest.mark.parametrize(
+    "causal,padded,tq", [(False, False, 4), (True, True, 4), (False, True, 1), (True, False, 1)]
+)
+def test_no_relative_terms_matches_naive_loop(causal, padded, tq):
+    # tq = 4 takes PyTorch's SDPA, tq = 1 (one decoding step: the newest query) the manual path.
+    q, k, v, _, _ = make_inputs(tq, 4, 1, per_head=False)
+    q_offset = 4 - tq
     padding = torch.tensor([[False] * 4, [False, False, False, True]]) if padded else None
-    got = relative_attention(q, k, v, causal=causal, key_padding_mask=padding)
+    got = relative_attention(q, k, v, causal=causal, key_padding_mask=padding, q_offset=q_offset)
     want = naive_attention(
         q,
         k,
@@ -121,7 +125,7 @@ def test_no_relative_terms_matches_naive_loop(causal, padded):
         max_rel=1,
         causal=causal,
         padding=padding,
-        q_offset=0,
+        q_offset=q_offset,
     )
     torch.testing.assert_close(got, want)
 
