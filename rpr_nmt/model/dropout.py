@@ -11,6 +11,8 @@ On CUDA, F.dropout's fused Philox kernel is already cheap and is used as it is.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,15 +23,18 @@ _LANES = 4  # 16-bit lanes per 64-bit random word
 _INT16_MIN = -(2**15)
 
 
+def _check_rate(p: float) -> None:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+
+
 def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> Tensor:
     """Bool mask of `shape`, True (keep) with probability 1 - p, p rounded to a multiple of 2^-16.
 
     Each int16 lane of a uniformly random int64 word is uniform on [-2^15, 2^15); it is dropped
     when it falls among the round(p * 2^16) lowest values.
     """
-    numel = 1
-    for size in shape:
-        numel *= size
+    numel = math.prod(shape)
     words = -(-numel // _LANES)
     bits = torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), None)
     lanes = bits.view(torch.int16)[:numel].view(shape)
@@ -43,8 +48,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """
     if not training or p == 0.0:
         return x
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    _check_rate(p)
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
     keep = dropout_mask(x.shape, p, x.device)
@@ -59,8 +63,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        _check_rate(p)
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

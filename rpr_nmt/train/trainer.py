@@ -196,13 +196,14 @@ class Trainer:
         max_steps, update_freq = cfg["max_steps"], cfg["update_freq"]
         self.session = {"steps": 0, "tokens": 0, "seconds": 0.0}
         window = TrainWindow()
-        limit = cfg["max_time_minutes"]
-        if limit is not None and self.earlier["run_seconds"] > 60 * limit:
+        left = self._minutes_left(self.earlier["run_seconds"])
+        if left is not None and left < 0:
             # A resumed run whose earlier sessions used up the time limit trains no further.
             self.stopped_by = "time_limit"
             return
         while self.step < max_steps:
-            timed_out = self._timed_out()
+            left = self._minutes_left(self._run_seconds())
+            timed_out = left is not None and left < 0
             batches = [next(self.batches) for _ in range(update_freq)]
             lr = self.schedule(self.step + 1)
             for group in self.optimizer.param_groups:
@@ -225,8 +226,9 @@ class Trainer:
             self.session["seconds"] += seconds
             window.add(result, lr, seconds)
             figures = {"loss": result.loss, "lr": lr, **self._speed()}
-            if cfg["max_time_minutes"] is not None:  # the bar's ETA counts steps; show time too
-                figures["minutes_left"] = cfg["max_time_minutes"] - self._run_seconds() / 60
+            left = self._minutes_left(self._run_seconds())
+            if left is not None:  # the bar's ETA counts steps; show the time limit too
+                figures["minutes_left"] = left
             self.monitor.step(self.step, figures)
             if result.applied and (self.step % cfg["log_every"] == 0 or self.step == max_steps):
                 self.monitor.train(self.step, window.figures())
@@ -251,10 +253,18 @@ class Trainer:
         """Wall time of the whole run: earlier sessions (resumed from) plus this one."""
         return self.earlier["run_seconds"] + time.perf_counter() - self.started
 
-    def _timed_out(self) -> bool:
-        """train.max_time_minutes counts the run's total time, so a rerun does not start afresh."""
+    def _minutes_left(self, run_seconds: float) -> float | None:
+        """Minutes left under train.max_time_minutes (None = no limit); negative once over it.
+        The limit counts the run's total time, so a rerun does not start afresh."""
         limit = self.cfg["max_time_minutes"]
-        return limit is not None and self._run_seconds() > 60 * limit
+        return None if limit is None else limit - run_seconds / 60
+
+    def _run_totals(self) -> tuple[int, float]:
+        """Training tokens and training seconds of the whole run: earlier sessions plus this one."""
+        return (
+            self.earlier["train_tokens"] + self.session["tokens"],
+            self.earlier["train_seconds"] + self.session["seconds"],
+        )
 
     def _speed(self) -> dict[str, float]:
         seconds = max(self.session["seconds"], 1e-9)
@@ -297,6 +307,7 @@ class Trainer:
         """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
         rng = runstate.gather_rng(self.ctx)
         if self.ctx.is_main:
+            tokens, seconds = self._run_totals()
             state = {
                 "model": self.model.state_dict(),
                 "config": self.config,
@@ -313,8 +324,8 @@ class Trainer:
                 "progress": {
                     "train_loss": self.last_train_loss,
                     "run_seconds": self._run_seconds(),
-                    "train_tokens": self.earlier["train_tokens"] + self.session["tokens"],
-                    "train_seconds": self.earlier["train_seconds"] + self.session["seconds"],
+                    "train_tokens": tokens,
+                    "train_seconds": seconds,
                 },
             }
             keep = max(self.cfg["keep_last"], self.cfg["average_last"])
@@ -362,9 +373,7 @@ class Trainer:
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
         best_path = self.checkpoint_dir / "best.pt"
-        # Whole-run figures: a resumed run adds its earlier sessions' tokens and seconds.
-        tokens = self.earlier["train_tokens"] + self.session["tokens"]
-        seconds = self.earlier["train_seconds"] + self.session["seconds"]
+        tokens, seconds = self._run_totals()  # a resumed run counts its earlier sessions too
         summary = {
             "steps": self.step,
             "final_train_loss": self.last_train_loss,
