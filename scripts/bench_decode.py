@@ -39,7 +39,7 @@ class _Forced:
     """Encoder output plus each row's forced output length."""
 
     inner: Any
-    length: Tensor  # (R,)
+    length: Tensor  # (A,) one per sentence
 
     def index_select(self, index: Tensor) -> _Forced:
         return _Forced(self.inner.index_select(index), self.length.index_select(0, index))
@@ -62,9 +62,10 @@ class ForcedLengths:
     def decode_step(self, tgt: Tensor, enc: _Forced, cache: Any) -> tuple[Tensor, Any]:
         logits, cache = self.model.decode_step(tgt, enc.inner, cache)  # (R, 1, V)
         t = cache.length - 1  # tokens generated before the one predicted now (BOS excluded)
+        length = enc.length.repeat_interleave(tgt.size(0) // enc.length.size(0))  # (R,) per beam
         eos = logits[:, -1, self.eos_id]
-        eos = torch.where(enc.length > t, float("-inf"), eos)
-        eos = torch.where(enc.length == t, logits[:, -1].amax(-1) + 20.0, eos)
+        eos = torch.where(length > t, float("-inf"), eos)
+        eos = torch.where(length == t, logits[:, -1].amax(-1) + 20.0, eos)
         logits[:, -1, self.eos_id] = eos
         return logits, cache
 

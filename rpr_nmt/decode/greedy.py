@@ -85,7 +85,7 @@ def greedy_search(
             if keep.numel() == 0:
                 break
             sentence, logp, best = sentence[keep], logp[keep], best[keep]
-            cache, encoder_out = cache.index_select(keep), encoder_out.index_select(keep)
+            cache, encoder_out = cache.index_select(keep, keep), encoder_out.index_select(keep)
         last = best.unsqueeze(1)
     scores = (out_logp / beam.length_penalty(out_len.float() + 1.0, length_penalty)).tolist()
     return [

@@ -4,7 +4,8 @@ The slow reference that tests compare cached decoding against, and that the benc
 wraps a model with `encode` / `decode_step` / `forward` and itself offers `encode` /
 `decode_step`, so beam search and greedy search run on it unchanged.
 
-Legend: R decoder rows (sentences x beam), S source length, t prefix length, V vocabulary.
+Legend: A sentences, R decoder rows (G per sentence: the beams), S source length, t prefix length,
+V vocabulary.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from torch import Tensor, nn
 
 @dataclass
 class _Source:
-    """Per-row source ids and, unless re-encoding, the encoder output computed once."""
+    """Per-sentence source ids and, unless re-encoding, the encoder output computed once."""
 
-    src: Tensor  # (R, S)
+    src: Tensor  # (A, S)
     encoder_out: Any  # EncoderOutput or None
 
     def index_select(self, index: Tensor) -> _Source:
@@ -38,8 +39,8 @@ class _Prefix:
     def length(self) -> int:
         return self.tokens.size(1)
 
-    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Prefix:
-        # A prefix holds no encoder memory: reorder_memory has nothing to skip.
+    def index_select(self, index: Tensor, memory_index: Tensor | None = None) -> _Prefix:
+        # A prefix holds no encoder memory: _Source follows the sentences.
         return _Prefix(self.tokens.index_select(0, index))
 
 
@@ -70,7 +71,9 @@ class UncachedModel:
         """
         prefix = tgt if cache is None else torch.cat([cache.tokens, tgt], dim=1)  # (R, t)
         if self.reencode:
-            logits = self.model(encoder_out.src, prefix)  # (R, t, V)
+            groups = prefix.size(0) // encoder_out.src.size(0)  # G rows per sentence
+            src = encoder_out.src.repeat_interleave(groups, dim=0)  # (R, S)
+            logits = self.model(src, prefix)  # (R, t, V)
         else:
             logits, _ = self.model.decode_step(prefix, encoder_out.encoder_out, None)  # (R, t, V)
         return logits[:, -tgt.size(1) :], _Prefix(prefix)

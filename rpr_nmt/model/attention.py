@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 
+# Up to this many queries per batch row take manual attention, not SDPA (see relative_attention).
+_FEW_QUERIES = 8
+
+
 def relative_position_index(
     q_len: int,
     k_len: int,
@@ -156,12 +160,12 @@ def relative_attention(
         Tq, Tk, causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset, device=q.device
     )
     relative = rel_keys is not None or rel_values is not None
-    if not relative and Tq > 1:
+    if not relative and Tq > _FEW_QUERIES:
         # Plain attention: PyTorch's fused kernel (less memory; flash/efficient kernels on CUDA).
         # a^K alone stays on the manual path below: as an SDPA float mask that needs gradients it
         # falls back to SDPA's unfused math path on CPU (docs/performance.md, "Attention").
-        # One query per row (a decoding step) takes the manual path too: there the CPU flash
-        # kernel's per-(row, head) set-up cost 22% of a beam-search step (docs/performance.md).
+        # A few queries per row (a decoding step: one per beam) take the manual path too: there
+        # the CPU flash kernel's per-(row, head) set-up dominates (2-4x slower there).
         plain_causal = causal and key_padding_mask is None and q_offset == 0 and Tq == Tk
         return F.scaled_dot_product_attention(
             q,
@@ -333,11 +337,16 @@ class RelativeMultiheadAttention(nn.Module):
             (output, keys_values): the attention output, and the keys and values attended over (in
             self-attention the cache for the next step; in cross-attention the memory projections).
 
+        Cross-attention may serve G consecutive rows of x from one memory row (the G beams of a
+        sentence in beam search): the memory then has B / G rows, and each group's G * Tq queries
+        attend to their shared memory together, so memory keys and values are neither copied per
+        beam nor reordered when beams are.
+
         Shapes:
-            x: (B, Tq, D); memory: (B, S, D); key_padding_mask: (B, Tk); output (B, Tq, D).
+            x: (B, Tq, D); memory: (B / G, S, D); key_padding_mask: (B / G, Tk) in
+            cross-attention, (B, Tk) in self-attention; output (B, Tq, D).
         """
         B, Tq, D = x.shape
-        q = self._split_heads(self.q_proj(x))  # (B, H, Tq, Dh)
         if memory is None:
             kv = KeyValueCache(self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x)))
             if cache is not None:
@@ -345,6 +354,11 @@ class RelativeMultiheadAttention(nn.Module):
                 kv = KeyValueCache(keys, torch.cat([cache.values, kv.values], dim=2))
         else:
             kv = memory if isinstance(memory, KeyValueCache) else self.project_memory(memory)
+            rows = kv.keys.size(0)
+            if B % rows != 0:
+                raise ValueError(f"{B} query rows cannot share {rows} memory rows in equal groups")
+            x = x.reshape(rows, -1, D)  # (B / G, G * Tq, D): one row per memory row
+        q = self._split_heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
         z = relative_attention(
             q,
             kv.keys,
@@ -357,7 +371,7 @@ class RelativeMultiheadAttention(nn.Module):
             q_offset=q_offset,
             dropout_p=self.attention_dropout if self.training else 0.0,
         )  # (B, H, Tq, Dh)
-        out = z.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D)
+        out = z.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D), groups split again
         return self.out_proj(out), kv
 
 

@@ -198,7 +198,8 @@ class DecoderLayer(nn.Module):
             (output, self-attention keys/values of all positions so far, memory keys/values).
 
         Shapes:
-            x: (B, T, D); memory: (B, S, D); memory_padding_mask: (B, S); output (B, T, D).
+            x: (B, T, D); memory: (B / G, S, D) and memory_padding_mask: (B / G, S), where G
+            consecutive rows of x (beams) share one source sentence; output (B, T, D).
         """
         h, self_kv = self.self_attn(
             self.self_attn_norm.before(x), cache=self_cache, q_offset=q_offset
@@ -246,18 +247,18 @@ class DecoderCache:
     cross_attn: list[KeyValueCache]
     length: int
 
-    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> DecoderCache:
-        """Batch rows `index` (B',): reorders the cache to follow the surviving beams.
+    def index_select(self, index: Tensor, memory_index: Tensor | None = None) -> DecoderCache:
+        """Follow the surviving beams: target rows `index`, source sentences `memory_index`.
 
         Args:
-            index: the batch row each new row comes from.
-            reorder_memory: also reorder the cross-attention keys/values. Pass False when index
-                only permutes beams within each sentence (their memory rows are equal), to skip
-                the copy.
+            index: (B',) the decoder row each new row continues (beams expand and reorder).
+            memory_index: (A',) the source sentences kept, when some have finished; None keeps
+                the projected memory as it is (it has one row per sentence, shared by its beams,
+                so reordering beams never copies it).
         """
         cross_attn = self.cross_attn
-        if reorder_memory:
-            cross_attn = [kv.index_select(index) for kv in cross_attn]
+        if memory_index is not None:
+            cross_attn = [kv.index_select(memory_index) for kv in cross_attn]
         return DecoderCache(
             [kv.index_select(index) for kv in self.self_attn], cross_attn, self.length
         )
@@ -298,14 +299,14 @@ class Decoder(_Stack):
 
         Args:
             tgt: the new target tokens.
-            encoder_out: the encoded source.
+            encoder_out: the encoded source; G consecutive rows of tgt may share one of its rows.
             cache: state after the earlier positions, or None to start at position 0.
 
         Returns:
             (hidden states of the new positions, the cache extended by them).
 
         Shapes:
-            tgt: (B, T); returns hidden (B, T, D).
+            tgt: (B, T); encoder_out: B / G rows; returns hidden (B, T, D).
         """
         start = 0 if cache is None else cache.length
         x = self.embed(tgt, first_position=start)  # (B, T, D)
@@ -447,14 +448,15 @@ class Transformer(nn.Module):
 
         Args:
             tgt: the new decoder-input tokens (one per step in beam search, or a block).
-            encoder_out: from encode (index_select it with the cache when beams are reordered).
+            encoder_out: from encode, one row per source sentence; tgt may have G rows per
+                sentence (beams; consecutive rows share a sentence), which then share its memory.
             cache: from the previous call, or None at the start.
 
         Returns:
             (logits of the new positions, the extended cache).
 
         Shapes:
-            tgt: (B, Tnew); returns logits (B, Tnew, V).
+            tgt: (B, Tnew) with B = G x encoder rows; returns logits (B, Tnew, V).
         """
         hidden, cache = self.decoder(tgt, encoder_out, cache)  # (B, Tnew, D)
         return self.output_projection(hidden), cache  # (B, Tnew, V)

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from rpr_nmt.decode import beam_search, greedy_search, length_penalty, select_step
+from rpr_nmt.decode.beam import top_extensions
 
 PAD, BOS, EOS, A, B, C = 0, 2, 3, 4, 5, 6
 V = 7
@@ -43,7 +44,7 @@ TABLES = {4: FIRST, 5: LENGTH}
 
 @dataclass
 class _Rows:
-    scenario: Tensor  # (R,)
+    scenario: Tensor  # (A,) one per sentence; its beams are consecutive decoder rows
 
     def index_select(self, index: Tensor) -> _Rows:
         return _Rows(self.scenario.index_select(0, index))
@@ -53,8 +54,7 @@ class _Rows:
 class _Prefix:
     tokens: Tensor  # (R, t) BOS included
 
-    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Prefix:
-        # A prefix holds no encoder memory: reorder_memory has nothing to skip.
+    def index_select(self, index: Tensor, memory_index: Tensor | None = None) -> _Prefix:
         return _Prefix(self.tokens.index_select(0, index))
 
 
@@ -71,9 +71,10 @@ class ScriptedModel:
     def decode_step(self, tgt: Tensor, enc: _Rows, cache: _Prefix | None) -> tuple[Tensor, _Prefix]:
         prefix = tgt if cache is None else torch.cat([cache.tokens, tgt], dim=1)
         self.rows_seen.append(prefix.size(0))
+        scenario = enc.scenario.repeat_interleave(prefix.size(0) // enc.scenario.size(0))  # (R,)
         logits = torch.full((prefix.size(0), 1, V), float("-inf"))
         for r in range(prefix.size(0)):
-            probs = self.table_fn(int(enc.scenario[r]), tuple(prefix[r, 1:].tolist()))
+            probs = self.table_fn(int(scenario[r]), tuple(prefix[r, 1:].tolist()))
             for tok, p in probs.items():
                 logits[r, 0, tok] = math.log(p) if p > 0 else float("-inf")
         return logits, _Prefix(prefix)
@@ -176,6 +177,28 @@ def test_select_step_ranks_eos_only_within_the_beam():
     # candidates: (0,0) -0.69, (0,1) -1.20, (1,2) -1.22 EOS (rank 2: not in the beam), (0,2) -1.61
     assert sel.alive_beam.tolist() == [[0, 0]] and sel.alive_token.tolist() == [[0, 1]]
     assert torch.isinf(sel.eos_logp).all()
+
+
+@pytest.mark.parametrize("vocab", [3, 7, 64, 1000, 1003])
+@pytest.mark.parametrize("n_in", [1, 4])
+def test_top_extensions_equal_a_full_topk(vocab, n_in):
+    """The chunked top-k ranks exactly like torch.topk over every sum, also with a shorter last
+    chunk (1003 = 31 x 32 + 11), -inf columns, and rows where only EOS is allowed."""
+    g = torch.Generator().manual_seed(vocab * 10 + n_in)
+    lprobs = torch.log_softmax(torch.randn(5, n_in, vocab, generator=g) * 3, dim=-1)
+    lprobs[..., 0] = float("-inf")  # padding is never generated
+    lprobs[2] = float("-inf")  # sentence 2 is at its length limit: EOS only
+    lprobs[2, :, vocab - 1] = -0.5
+    logp = -torch.rand(5, n_in, generator=g) * 4
+    logp[1, 1:] = float("-inf")  # empty beam slots
+    k = 8
+    got, index = top_extensions(logp, lprobs, k)
+    total = (logp.unsqueeze(-1) + lprobs).view(5, n_in * vocab)
+    total = torch.nn.functional.pad(total, (0, max(0, k - total.size(1))), value=float("-inf"))
+    want, want_index = total.topk(k, dim=1)
+    assert torch.equal(got, want)
+    finite = torch.isfinite(want)
+    assert torch.equal(index[finite], want_index[finite])  # random sums: no ties among them
 
 
 # Exact early stopping: batched beam search with pruning equals a plain search run to max_len.

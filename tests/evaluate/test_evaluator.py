@@ -15,7 +15,7 @@ PAD, BOS, EOS, V = 0, 2, 3, 8
 
 @dataclass
 class _Src:
-    length: Tensor  # (R,) source length, EOS included
+    length: Tensor  # (A,) source length, EOS included; one per sentence
 
     def index_select(self, index: Tensor) -> _Src:
         return _Src(self.length.index_select(0, index))
@@ -25,7 +25,7 @@ class _Src:
 class _Steps:
     length: int
 
-    def index_select(self, index: Tensor, *, reorder_memory: bool = True) -> _Steps:
+    def index_select(self, index: Tensor, memory_index: Tensor | None = None) -> _Steps:
         return self
 
 
@@ -42,7 +42,8 @@ class CopyLengthModel(nn.Module):
     def decode_step(self, tgt: Tensor, enc: _Src, cache: _Steps | None) -> tuple[Tensor, _Steps]:
         t = 0 if cache is None else cache.length
         logits = torch.full((tgt.size(0), 1, V), -10.0)
-        ends = enc.length - 2 <= t  # (R,)
+        length = enc.length.repeat_interleave(tgt.size(0) // enc.length.size(0))  # (R,)
+        ends = length - 2 <= t  # (R,)
         logits[ends, 0, EOS] = 0.0
         logits[~ends, 0, 4] = 0.0
         return logits, _Steps(t + 1)

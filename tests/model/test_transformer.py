@@ -72,28 +72,39 @@ def test_index_select_reorders_beams():
     with torch.no_grad():
         enc = model.encode(src)
         _, cache = model.decode_step(tgt[:, :3], enc, None)
-        order = torch.tensor([2, 2, 0, 1])
-        enc2, cache2 = enc.index_select(order), cache.index_select(order)
+        order = torch.tensor([2, 2, 0, 1])  # memory follows the rows: one row per sentence
+        enc2, cache2 = enc.index_select(order), cache.index_select(order, order)
         assert isinstance(cache2, DecoderCache) and cache2.length == 3
         got, _ = model.decode_step(tgt[order, 3:], enc2, cache2)
         want = model(src[order], tgt[order])[:, 3:]
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_beam_reorder_without_copying_memory():
+def test_beams_share_their_sentence_memory():
+    """G rows per encoded sentence: the same logits as copying the memory per beam, through beam
+    reordering (memory untouched) and a finished sentence leaving (memory_index)."""
     model = build_model(dict(TINY, max_relative_position=2), vocab_size=VOCAB, pad_id=PAD).eval()
-    src, tgt = batch()
-    beams = torch.tensor([0, 0, 1, 1])  # two beams per sentence
+    src, tgt = batch(t=6)
+    beams = torch.arange(3).repeat_interleave(2)  # two beams per sentence, consecutive rows
+    tgt = tgt[beams]
+    tgt[1] = torch.randint(4, VOCAB, (tgt.size(1),))  # beams of one sentence differ
     with torch.no_grad():
-        enc = model.encode(src).index_select(beams)
-        tgt = tgt[beams]
-        tgt[1] = torch.randint(4, VOCAB, (tgt.size(1),))  # beams of one sentence differ
+        enc = model.encode(src)  # (3, S): one row per sentence
         _, cache = model.decode_step(tgt[:, :3], enc, None)
-        swap = torch.tensor([1, 0, 3, 2])  # within each sentence only
-        cache = cache.index_select(swap, reorder_memory=False)
-        got, _ = model.decode_step(tgt[swap, 3:], enc, cache)
-        want = model(src[beams][swap], tgt[swap])[:, 3:]
+        assert cache.cross_attn[0].keys.size(0) == 3  # projected once per sentence
+        swap = torch.tensor([1, 0, 2, 3, 5, 4])  # within each sentence only
+        cache = cache.index_select(swap)
+        got, cache = model.decode_step(tgt[swap, 3:4], enc, cache)
+        want = model(src[beams], tgt[swap])[:, 3:4]
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        # Sentence 1 finishes: its two rows and its memory row leave.
+        rows, kept = torch.tensor([0, 1, 4, 5]), torch.tensor([0, 2])
+        cache, enc = cache.index_select(rows, kept), enc.index_select(kept)
+        got, _ = model.decode_step(tgt[swap][rows, 4:], enc, cache)
+        want = model(src[beams][rows], tgt[swap][rows])[:, 4:]
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="5 query rows cannot share 3 memory rows"):
+            model.decode_step(tgt[:5, :1], model.encode(src), None)
 
 
 def test_sharing_and_tying():
