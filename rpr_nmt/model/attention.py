@@ -245,7 +245,15 @@ class RelativeMultiheadAttention(nn.Module):
 
     Tables: shape (R, Dh) when shared across heads, (H, R, Dh) otherwise. Pass existing Parameters
     through rel_keys / rel_values to share one set of tables across layers.
+
+    `attention_dtype` (None = the input's dtype) sets the precision of the attention arithmetic:
+    scores, softmax, the relative terms and the decoding cache. A bf16 model decodes best with
+    float32 here (rpr_nmt.decode.translate.decoding_model sets it): the projections stay bf16,
+    while the many small batched matmuls of a decoding step run 2x faster in float32 on CPU and
+    the softmax is exact.
     """
+
+    attention_dtype: torch.dtype | None = None
 
     def __init__(
         self,
@@ -301,19 +309,23 @@ class RelativeMultiheadAttention(nn.Module):
             nn.init.xavier_uniform_(proj.weight)
             nn.init.zeros_(proj.bias)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def _heads(self, x: Tensor) -> Tensor:
+        """Split a projection into heads, in the attention dtype: (B, T, D) -> (B, H, T, Dh)."""
         B, T, _ = x.shape
+        x = x.to(self.attention_dtype or x.dtype)
         return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
     def project_memory(self, memory: Tensor) -> KeyValueCache:
         """Keys and values of a fixed memory (the encoder output), computed once per sentence.
 
+        Contiguous, so that the batched matmuls of every decoding step read them in place (a
+        head-split view made each step's q k^T copy the keys: twice as slow).
+
         Shapes:
             memory: (B, S, D); returns keys and values (B, H, S, Dh).
         """
-        return KeyValueCache(
-            self._split_heads(self.k_proj(memory)), self._split_heads(self.v_proj(memory))
-        )
+        keys = self._heads(self.k_proj(memory)).contiguous()
+        return KeyValueCache(keys, self._heads(self.v_proj(memory)).contiguous())
 
     def forward(
         self,
@@ -348,7 +360,7 @@ class RelativeMultiheadAttention(nn.Module):
         """
         B, Tq, D = x.shape
         if memory is None:
-            kv = KeyValueCache(self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x)))
+            kv = KeyValueCache(self._heads(self.k_proj(x)), self._heads(self.v_proj(x)))
             if cache is not None:
                 keys = torch.cat([cache.keys, kv.keys], dim=2)  # (B, H, Tk, Dh)
                 kv = KeyValueCache(keys, torch.cat([cache.values, kv.values], dim=2))
@@ -358,20 +370,21 @@ class RelativeMultiheadAttention(nn.Module):
             if B % rows != 0:
                 raise ValueError(f"{B} query rows cannot share {rows} memory rows in equal groups")
             x = x.reshape(rows, -1, D)  # (B / G, G * Tq, D): one row per memory row
-        q = self._split_heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
+        q = self._heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
+        dtype = q.dtype
         z = relative_attention(
             q,
             kv.keys,
             kv.values,
-            rel_keys=self.rel_keys,
-            rel_values=self.rel_values,
+            rel_keys=None if self.rel_keys is None else self.rel_keys.to(dtype),
+            rel_values=None if self.rel_values is None else self.rel_values.to(dtype),
             max_relative_position=self.max_relative_position,
             causal=self.causal,
             key_padding_mask=key_padding_mask,
             q_offset=q_offset,
             dropout_p=self.attention_dropout if self.training else 0.0,
         )  # (B, H, Tq, Dh)
-        out = z.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D), groups split again
+        out = z.transpose(1, 2).reshape(B, Tq, D).to(x.dtype)  # (B, Tq, D), groups split again
         return self.out_proj(out), kv
 
 

@@ -142,6 +142,24 @@ def test_bf16_decodes_with_a_bf16_copy_and_leaves_the_model_fp32():
     # Tied embeddings stay tied in the copy.
     assert copy.output_projection.weight is copy.decoder.embed.table.weight
     assert decoding_model(model, "fp32") is model
+
+
+def test_bf16_copy_attends_in_float32_and_its_cache_equals_the_full_forward():
+    model = decoding_model(tiny_model(), "bf16")
+    kind = model_module.RelativeMultiheadAttention
+    attention = [m for m in model.modules() if isinstance(m, kind)]
+    assert attention and all(m.attention_dtype == torch.float32 for m in attention)
+    src = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD]])
+    tgt = torch.tensor([[BOS, 11, 12, 13, 14, 15], [BOS, 16, 17, 18, 19, 20]])
+    with torch.inference_mode():
+        full = model(src, tgt)  # (B, T, V) bf16 logits
+        enc, cache, steps = model.encode(src), None, []
+        for t in range(tgt.size(1)):
+            logits, cache = model.decode_step(tgt[:, t : t + 1], enc, cache)
+            steps.append(logits)
+    assert full.dtype == torch.bfloat16 and cache.self_attn[0].keys.dtype == torch.float32
+    assert cache.cross_attn[0].keys.dtype == torch.float32
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0.02, atol=0.02)
     with pytest.raises(ValueError, match="precision"):
         decoding_model(model, "fp16")
 
