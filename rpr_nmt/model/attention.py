@@ -25,7 +25,7 @@ Memory: O(Tq Tk) for the attention matrix (as in plain attention) plus O(Tq R); 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -225,6 +225,8 @@ class KeyValueCache:
 
     keys: Tensor
     values: Tensor
+    # Buffers (B, H, Tk + 1, Dh) whose first Tk positions are keys / values: room for one append.
+    _room: tuple[Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
 
     @property
     def length(self) -> int:
@@ -232,8 +234,31 @@ class KeyValueCache:
         return self.keys.size(2)
 
     def index_select(self, index: Tensor) -> KeyValueCache:
-        """Rows `index` (B',) of the batch, for beam expansion and reordering."""
-        return KeyValueCache(self.keys.index_select(0, index), self.values.index_select(0, index))
+        """Rows `index` (B',) of the batch, for beam expansion and reordering.
+
+        The copies leave room for one more position, so that the next step's `append` writes its
+        keys and values in place instead of copying the whole cache again.
+        """
+        B, (_, H, T, Dh) = index.numel(), self.keys.shape
+        room = self.keys.new_empty(B, H, T + 1, Dh), self.values.new_empty(B, H, T + 1, Dh)
+        torch.index_select(self.keys, 0, index, out=room[0][:, :, :T])
+        torch.index_select(self.values, 0, index, out=room[1][:, :, :T])
+        return KeyValueCache(room[0][:, :, :T], room[1][:, :, :T], room)
+
+    def append(self, keys: Tensor, values: Tensor) -> KeyValueCache:
+        """The cache extended by new positions (B, H, Tnew, Dh); this cache stays as it is.
+
+        One position written into the room left by `index_select` costs no copy of the cache;
+        the room serves one append only (a second append to this cache copies, as any other).
+        """
+        if self._room is not None and keys.size(2) == 1:
+            room, self._room = self._room, None
+            room[0][:, :, -1:] = keys
+            room[1][:, :, -1:] = values
+            return KeyValueCache(*room)
+        return KeyValueCache(
+            torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
+        )
 
 
 class RelativeMultiheadAttention(nn.Module):
@@ -362,8 +387,7 @@ class RelativeMultiheadAttention(nn.Module):
         if memory is None:
             kv = KeyValueCache(self._heads(self.k_proj(x)), self._heads(self.v_proj(x)))
             if cache is not None:
-                keys = torch.cat([cache.keys, kv.keys], dim=2)  # (B, H, Tk, Dh)
-                kv = KeyValueCache(keys, torch.cat([cache.values, kv.values], dim=2))
+                kv = cache.append(kv.keys, kv.values)  # (B, H, Tk, Dh)
         else:
             kv = memory if isinstance(memory, KeyValueCache) else self.project_memory(memory)
             rows = kv.keys.size(0)
