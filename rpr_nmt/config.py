@@ -103,7 +103,8 @@ class DecodeConfig:
     max_len_b: int = 10  # see max_len_a
     min_len: int = 1  # minimum output length in tokens (eos excluded)
     nbest: int = 1  # hypotheses returned per sentence
-    max_sentences: int = 128  # sentences decoded together
+    max_sentences: int = 128  # sentences decoded together (one batch)
+    streams: int = 2  # CPU: batches decoded at once, each on its own thread; torch's threads split
     precision: str = "fp32"  # "fp32" or "bf16"
     device: str = "auto"  # "auto", "cpu" or "cuda"
 

@@ -29,7 +29,12 @@ from torch import Tensor
 
 from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.decode import UncachedModel, beam_search
-from rpr_nmt.decode.translate import decoding_model, length_sorted_batches, pad_batch
+from rpr_nmt.decode.translate import (
+    decode_in_streams,
+    decoding_model,
+    length_sorted_batches,
+    pad_batch,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,16 +103,21 @@ def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args):
     """Decode all sources with `model` at its own precision; returns (seconds, hypotheses in
     input order)."""
     out: list[Any] = [None] * len(sources)
-    forced = ForcedLengths(model, eos_id=3) if lengths is not None else None
-    start = time.perf_counter()
-    for batch in length_sorted_batches([len(s) for s in sources], args.batch):
+
+    def decode(batch: list[int]) -> list[Any]:
         src = pad_batch([sources[i] for i in batch], 0, torch.device("cpu"))
-        if forced is not None:
-            forced.lengths = torch.tensor([lengths[i] for i in batch])
-        hyps = beam_search(
-            forced or model, src, beam_size=args.beam, length_penalty=args.alpha,
+        decoder = model
+        if lengths is not None:  # one wrapper per batch: streams decode batches concurrently
+            decoder = ForcedLengths(model, eos_id=3)
+            decoder.lengths = torch.tensor([lengths[i] for i in batch])
+        return beam_search(
+            decoder, src, beam_size=args.beam, length_penalty=args.alpha,
             max_len_a=1.2, max_len_b=10, min_len=1, nbest=1, bos_id=2, eos_id=3, pad_id=0,
         )  # fmt: skip
+
+    start = time.perf_counter()
+    batches = list(length_sorted_batches([len(s) for s in sources], args.batch))
+    for batch, hyps in zip(batches, decode_in_streams(decode, batches, args.streams)):
         for i, h in zip(batch, hyps):
             out[i] = h
     return time.perf_counter() - start, out
@@ -124,7 +134,10 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--batch", type=int, default=64, help="sentences per batch")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads in all")
+    parser.add_argument(
+        "--streams", type=int, default=2, help="batches decoded at once (decode.streams)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="best of N timings")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -167,7 +180,7 @@ def main() -> None:
     what += "" if args.checkpoint else ", outputs forced to the reference lengths"
     print(f"\n{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"{args.threads} threads; beam {args.beam}, alpha {args.alpha}, "
-          f"batch {args.batch}; {what}\n")  # fmt: skip
+          f"batch {args.batch}, {args.streams} streams; {what}\n")  # fmt: skip
     print("| decoder | precision | sentences | seconds | sentences/s | mean output tokens | BLEU |")
     print("|---|---|---|---|---|---|---|")
     for kind, precision, n, seconds, speed, out_len, bleu in rows:

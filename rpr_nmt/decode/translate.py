@@ -4,9 +4,10 @@ order."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -14,6 +15,9 @@ from torch import Tensor, nn
 from rpr_nmt.decode.beam import Hypothesis, beam_search
 from rpr_nmt.decode.greedy import greedy_search
 from rpr_nmt.model import RelativeMultiheadAttention
+
+_Batch = TypeVar("_Batch")
+_Result = TypeVar("_Result")
 
 
 class TextTokenizer(Protocol):
@@ -39,6 +43,7 @@ class DecodeSettings:
     min_len: int = 1
     nbest: int = 1
     max_sentences: int = 128
+    streams: int = 2
     precision: str = "fp32"
 
     @classmethod
@@ -59,6 +64,8 @@ class DecodeSettings:
             )
         if settings.max_sentences < 1:
             raise ValueError(f"decode.max_sentences must be >= 1, got {settings.max_sentences}")
+        if settings.streams < 1:
+            raise ValueError(f"decode.streams must be >= 1, got {settings.streams}")
         return settings
 
 
@@ -155,7 +162,8 @@ def translate(
         tokenizer: BPE tokenizer of the model (encode / decode, pad_id / bos_id / eos_id).
         sentences: raw source sentences.
         decode_cfg: DecodeConfig fields (beam_size, length_penalty, max_len_a, max_len_b,
-            min_len, nbest, max_sentences, precision); missing ones take DecodeConfig's defaults.
+            min_len, nbest, max_sentences, streams, precision); missing ones take DecodeConfig's
+            defaults.
         **overrides: individual settings that replace decode_cfg's.
 
     Returns:
@@ -166,9 +174,39 @@ def translate(
     device = next(model.parameters()).device
     model = decoding_model(model.eval(), settings.precision)
     encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
-    results: list[list[Hypothesis]] = [[] for _ in sentences]
-    for batch in length_sorted_batches([len(e) for e in encoded], settings.max_sentences):
+    batches = list(length_sorted_batches([len(e) for e in encoded], settings.max_sentences))
+
+    def decode(batch: list[int]) -> list[list[Hypothesis]]:
         src = pad_batch([encoded[i] for i in batch], tokenizer.pad_id, device)  # (B, S)
-        for i, hyps in zip(batch, decode_batch(model, src, settings, special)):
-            results[i] = hyps
+        return decode_batch(model, src, settings, special)
+
+    results: list[list[Hypothesis]] = [[] for _ in sentences]
+    streams = settings.streams if device.type == "cpu" else 1
+    for batch, hyps in zip(batches, decode_in_streams(decode, batches, streams)):
+        for i, nbest in zip(batch, hyps):
+            results[i] = nbest
     return results
+
+
+def decode_in_streams(
+    decode: Callable[[_Batch], _Result], batches: Sequence[_Batch], streams: int
+) -> Iterator[_Result]:
+    """decode(batch) for every batch, results in batch order, `streams` batches at a time.
+
+    Each stream is a thread with an equal share of torch's intra-op threads (at least one; no
+    more streams than threads). A decoding step is many small ops that two intra-op threads
+    share poorly; two streams with one thread each keep both cores busy (CTranslate2's
+    inter_threads): on the 2-core machine of docs/performance.md, about 1.2x the sentences/s.
+    The model is only read, and inference mode is per thread (set inside beam search).
+    """
+    threads = torch.get_num_threads()
+    streams = max(1, min(streams, threads, len(batches)))
+    if streams == 1:
+        yield from map(decode, batches)
+        return
+    torch.set_num_threads(threads // streams)
+    try:
+        with ThreadPoolExecutor(streams, thread_name_prefix="rpr-nmt-decode") as pool:
+            yield from pool.map(decode, batches)
+    finally:
+        torch.set_num_threads(threads)

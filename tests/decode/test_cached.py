@@ -9,7 +9,7 @@ import torch
 
 from rpr_nmt.config import DecodeConfig, ModelConfig
 from rpr_nmt.decode import DecodeSettings, UncachedModel, beam_search, greedy_search, translate
-from rpr_nmt.decode.translate import decoding_model
+from rpr_nmt.decode.translate import decode_in_streams, decoding_model
 
 model_module = pytest.importorskip("rpr_nmt.model")
 
@@ -130,6 +130,41 @@ def test_translate_returns_input_order_and_matches_single_sentences():
     one_by_one = [translate(model, _CharTokenizer(), [s], cfg)[0] for s in sentences]
     assert_same(as_lists(out), as_lists(one_by_one))
     assert all(len(nbest) == 2 for nbest in out)
+
+
+def test_streams_decode_batches_concurrently_with_the_same_results():
+    model = tiny_model()
+    sentences = ["abc", "a", "hello", "", "qrstabcd", "ee", "xyz"]
+    cfg = dict(beam_size=2, max_len_a=1.0, max_len_b=2, nbest=2, max_sentences=2, device="cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        one = translate(model, _CharTokenizer(), sentences, cfg, streams=1)
+        two = translate(model, _CharTokenizer(), sentences, cfg, streams=2)
+        assert torch.get_num_threads() == 2  # restored after the streams
+    finally:
+        torch.set_num_threads(threads)
+    assert_same(as_lists(two), as_lists(one))
+    with pytest.raises(ValueError, match="decode.streams"):
+        translate(model, _CharTokenizer(), sentences, cfg, streams=0)
+
+
+def test_decode_in_streams_keeps_batch_order_and_shares_the_threads():
+    seen = []
+
+    def decode(batch: int) -> tuple[int, int]:
+        seen.append(torch.get_num_threads())
+        return batch, batch * batch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        got = list(decode_in_streams(decode, list(range(9)), streams=2))
+        assert torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(threads)
+    assert got == [(b, b * b) for b in range(9)]
+    assert set(seen) == {2}  # two streams of two threads
 
 
 def test_bf16_decodes_with_a_bf16_copy_and_leaves_the_model_fp32():
