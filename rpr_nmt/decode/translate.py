@@ -174,14 +174,16 @@ def translate(
     device = next(model.parameters()).device
     model = decoding_model(model.eval(), settings.precision)
     encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
-    batches = list(length_sorted_batches([len(e) for e in encoded], settings.max_sentences))
+    streams = settings.streams if device.type == "cpu" else 1
+    # A few sentences are split so that every stream has a batch: max_sentences is an upper bound.
+    per_batch = min(settings.max_sentences, max(1, -(-len(encoded) // streams)))
+    batches = list(length_sorted_batches([len(e) for e in encoded], per_batch))
 
     def decode(batch: list[int]) -> list[list[Hypothesis]]:
         src = pad_batch([encoded[i] for i in batch], tokenizer.pad_id, device)  # (B, S)
         return decode_batch(model, src, settings, special)
 
     results: list[list[Hypothesis]] = [[] for _ in sentences]
-    streams = settings.streams if device.type == "cpu" else 1
     for batch, hyps in zip(batches, decode_in_streams(decode, batches, streams)):
         for i, nbest in zip(batch, hyps):
             results[i] = nbest

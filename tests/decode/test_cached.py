@@ -149,6 +149,18 @@ def test_streams_decode_batches_concurrently_with_the_same_results():
         translate(model, _CharTokenizer(), sentences, cfg, streams=0)
 
 
+def test_a_few_sentences_are_split_so_that_every_stream_has_a_batch():
+    model, sizes = tiny_model(), []
+    encode = model.encode
+    model.encode = lambda src: sizes.append(src.size(0)) or encode(src)
+    sentences = ["abc", "de", "f", "ghij", "k", "lm", "nop"]
+    translate(model, _CharTokenizer(), sentences, beam_size=2, streams=2)  # max_sentences 128
+    assert sorted(sizes) == [3, 4]
+    sizes.clear()
+    translate(model, _CharTokenizer(), sentences, beam_size=2, streams=1)
+    assert sizes == [7]
+
+
 def test_decode_in_streams_keeps_batch_order_and_shares_the_threads():
     seen = []
 
