@@ -60,14 +60,15 @@ def score_by_length(
 
     data_cfg = run.config["data"]
     checkpoint = run.path / "checkpoints" / "last.pt"
-    hyp_paths = [run.path / f"hyp_{split}.txt" for split in splits or [data_cfg["test_split"]]]
+    splits = list(splits or [data_cfg["test_split"]])
+    hyp_paths = [run.path / f"hyp_{split}.txt" for split in splits]
     for needed in (*hyp_paths, checkpoint):
         if not needed.is_file():
             raise FileNotFoundError(f"{needed} is missing: the run must evaluate itself at the end")
     tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint)["bpe_model"])
     sources, refs, hyps = [], [], []
-    for path in hyp_paths:
-        split_sources, split_refs = read_parallel_text(data_cfg, path.stem.removeprefix("hyp_"))
+    for split, path in zip(splits, hyp_paths):
+        split_sources, split_refs = read_parallel_text(data_cfg, split)
         sources += split_sources
         refs += split_refs
         hyps += path.read_text(encoding="utf-8").split("\n")[: len(split_refs)]

@@ -53,13 +53,12 @@ class _Forced:
 class ForcedLengths:
     """Wraps a model so that each hypothesis ends exactly after its sentence's reference length.
 
-    Set `lengths` (B,) before each beam_search call; EOS is masked while t < length and made
-    overwhelmingly likely at t == length (t = tokens generated so far).
+    One wrapper per batch, `lengths` (B,) its sentences' reference lengths: EOS is masked while
+    t < length and made overwhelmingly likely at t == length (t = tokens generated so far).
     """
 
-    def __init__(self, model: Any, eos_id: int) -> None:
-        self.model, self.eos_id = model, eos_id
-        self.lengths = torch.zeros(0, dtype=torch.long)
+    def __init__(self, model: Any, eos_id: int, lengths: Tensor) -> None:
+        self.model, self.eos_id, self.lengths = model, eos_id, lengths
 
     def encode(self, src: Tensor) -> _Forced:
         return _Forced(self.model.encode(src), self.lengths.to(src.device))
@@ -108,8 +107,7 @@ def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args):
         src = pad_batch([sources[i] for i in batch], 0, torch.device("cpu"))
         decoder = model
         if lengths is not None:  # one wrapper per batch: streams decode batches concurrently
-            decoder = ForcedLengths(model, eos_id=3)
-            decoder.lengths = torch.tensor([lengths[i] for i in batch])
+            decoder = ForcedLengths(model, 3, torch.tensor([lengths[i] for i in batch]))
         return beam_search(
             decoder, src, beam_size=args.beam, length_penalty=args.alpha,
             max_len_a=1.2, max_len_b=10, min_len=1, nbest=1, bos_id=2, eos_id=3, pad_id=0,
