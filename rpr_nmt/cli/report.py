@@ -4,25 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.report import write_report
-
-
-def write_length_report(
-    sweep_dir: str, bounds: list[int] | None = None, splits: list[str] | None = None
-) -> str:
-    """BLEU by source-length bucket for each run: length_report.md and bleu_by_length.png."""
-    from rpr_nmt.length_report import DEFAULT_BOUNDS, length_table, plot_by_length
-    from rpr_nmt.report import find_runs
-
-    text, results = length_table(sweep_dir, bounds or DEFAULT_BOUNDS, splits)
-    cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
-    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
-    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
-    (Path(sweep_dir) / "length_report.md").write_text(text)
-    return text
+from rpr_nmt.report import write_length_report, write_report
 
 
 def _int_list(text: str) -> list[int]:

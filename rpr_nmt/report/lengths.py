@@ -2,7 +2,8 @@
 
 For each run of a sweep, the test hypotheses the trainer wrote (hyp_<test_split>.txt) are grouped by
 the source sentence's length in BPE tokens (the run's own BPE model, EOS excluded: the unit of
-data.max_train_source_tokens), and each group is scored with sacrebleu.
+data.max_train_source_tokens), and each group is scored with sacrebleu. write_length_report puts
+the table and a plot beside the sweep's report.md.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rpr_nmt.report import Run, find_runs, group_runs
+from rpr_nmt.report.sweep import Run, find_runs, group_runs
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
@@ -132,3 +133,20 @@ def plot_by_length(results: dict[str, BucketScores], path: str | Path, cap: int 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def write_length_report(
+    sweep_dir: str | Path,
+    bounds: Sequence[int] | None = None,
+    splits: Sequence[str] | None = None,
+) -> str:
+    """Write length_report.md and bleu_by_length.png into `sweep_dir`; return the markdown.
+
+    Args: as length_table; bounds None = DEFAULT_BOUNDS.
+    """
+    text, results = length_table(sweep_dir, bounds or DEFAULT_BOUNDS, splits)
+    cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
+    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
+    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
+    (Path(sweep_dir) / "length_report.md").write_text(text)
+    return text

@@ -13,7 +13,7 @@ from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data import Tokenizer
 from rpr_nmt.data.bpe import train_bpe
-from rpr_nmt.length_report import bucket_labels, bucket_of
+from rpr_nmt.report.lengths import bucket_labels, bucket_of
 
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 
@@ -40,9 +40,9 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     assert min(len(tokenizer.encode(s)) for s in long) >= 16
 
     data_cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=10))
-    run = tmp_path / "sweep" / "+positions=relative"
+    run = tmp_path / "sweep" / "positions=relative"
     (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["+positions=relative"]))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["positions=relative"]))
     config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
@@ -52,7 +52,7 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
 
     assert main(["--by-length", str(tmp_path / "sweep")]) == 0
     table = (tmp_path / "sweep" / "length_report.md").read_text()
-    row = next(line for line in table.splitlines() if line.startswith("| +positions=relative"))
+    row = next(line for line in table.splitlines() if line.startswith("| positions=relative"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "100.0"  # bucket 1-10: all 8 short sentences, exact
     assert "0.0" in cells[3:]  # the long sentences' bucket scores 0
@@ -81,9 +81,9 @@ def test_bounds_must_increase(capsys):
 
 
 def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
-    run = tmp_path / "sweep" / "+positions=relative"
+    run = tmp_path / "sweep" / "positions=relative"
     (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["+positions=relative"]))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["positions=relative"]))
     data_cfg = asdict(DataConfig(root=str(tmp_path / "nowhere"), test_split="test"))
     config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from rpr_nmt.cli.report import main
-from rpr_nmt.report import find_runs, group_runs, markdown_table
+from rpr_nmt.report.sweep import find_runs, group_runs, markdown_table
 
 
 def make_run(sweep: Path, k: int, seed: int, bleu: float) -> None:

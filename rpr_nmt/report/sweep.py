@@ -1,4 +1,4 @@
-"""Sweep reports: collect the runs of a Hydra multirun into a paper-shaped table and a plot.
+"""A sweep's runs as a paper-shaped table and a BLEU-against-k plot.
 
 A sweep folder holds one run folder per setting (and seed); each run folder has Hydra's
 `.hydra/overrides.yaml` and `.hydra/config.yaml` and the trainer's `train_summary.json`. Runs that
@@ -17,8 +17,6 @@ from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
-
-import rpr_nmt.config  # noqa: F401  (registers the resolvers that run configs use)
 
 # Columns of the table: (summary key, heading, decimals).
 METRICS = (
