@@ -56,17 +56,19 @@ def score_by_length(
         FileNotFoundError: the run has no hyp file or no checkpoint (train.evaluate_at_end off).
     """
     from rpr_nmt.checkpoint import load_checkpoint
+    from rpr_nmt.config import DataConfig, section_from_dict
     from rpr_nmt.data import Tokenizer, read_parallel_text
     from rpr_nmt.evaluate import score_corpus
 
-    data_cfg = run.config["data"]
+    where = f"{run.path}/.hydra/config.yaml: data"
+    data_cfg = section_from_dict(DataConfig, run.config["data"], where)
     checkpoint = run.path / "checkpoints" / "last.pt"
-    splits = list(splits or [data_cfg["test_split"]])
+    splits = list(splits or [data_cfg.test_split])
     hyp_paths = [run.path / f"hyp_{split}.txt" for split in splits]
     for needed in (*hyp_paths, checkpoint):
         if not needed.is_file():
             raise FileNotFoundError(f"{needed} is missing: the run must evaluate itself at the end")
-    tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint)["bpe_model"])
+    tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint).bpe_model)
     sources, refs, hyps = [], [], []
     for split, path in zip(splits, hyp_paths):
         split_sources, split_refs = read_parallel_text(data_cfg, split)
