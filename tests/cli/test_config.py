@@ -1,15 +1,25 @@
-"""Every primary config composes with every group option; typos and wrong types fail early."""
+"""Every primary config composes with every group option; typos and wrong types fail early.
+
+The group files describe themselves (every schema field, each with a comment), and run folders keep
+their names: a command line maps to the same folder as before, so rerunning it resumes the run.
+"""
 
 from __future__ import annotations
 
+import re
+from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from rpr_nmt.config import CONFIG_DIR, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
 
 GROUPS = {
     "data": DataConfig,
@@ -20,6 +30,7 @@ GROUPS = {
 PUBLIC_NAMES = {
     "data": {"multi30k_en_de", "multi30k_en_fr", "wmt14_en_de", "wmt14_en_fr", "local"},
     "model": {"transformer_tiny", "transformer_small", "transformer_base", "transformer_big"},
+    "positions": {"absolute", "relative", "both", "relative_k4", "relative_k16"},
 }
 PRIMARY_EXTRA = {"train": [], "evaluate": ["checkpoint=x.pt"], "translate": ["checkpoint=x.pt"]}
 
@@ -28,9 +39,9 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
 
 
-def compose_job(name: str, overrides: list[str]):
+def compose_job(name: str, overrides: list[str], hydra: bool = False):
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        return compose(name, overrides=PRIMARY_EXTRA[name] + overrides)
+        return compose(name, overrides=PRIMARY_EXTRA[name] + overrides, return_hydra_config=hydra)
 
 
 def test_public_config_names_exist():
@@ -94,3 +105,156 @@ def test_evaluate_takes_one_or_several_checkpoints():
     cfg = compose_job("evaluate", ["checkpoint=[a.pt,b.pt]", "split=val"])
     assert list(cfg.checkpoint) == ["a.pt", "b.pt"] and cfg.split == "val"
     assert cfg.data is None
+
+
+@pytest.mark.parametrize(
+    "group, option", [(group, option) for group in GROUPS for option in options(group)]
+)
+def test_every_group_file_lists_every_schema_field_with_a_comment(group, option):
+    path = Path(CONFIG_DIR) / group / f"{option}.yaml"
+    text = path.read_text()
+    listed = yaml.safe_load(text)
+    assert listed.pop("defaults") == [f"{group}_schema"]
+    schema = {f.name for f in fields(GROUPS[group])}
+    assert set(listed) == schema, (
+        f"{path}: missing {schema - set(listed)}, extra {set(listed) - schema}"
+    )
+    for line in text.splitlines():
+        key = re.match(r"^(\w+):", line)
+        if key and key[1] != "defaults":
+            assert re.search(r"\s# \S", line), f"{path}: {key[1]} has no comment"
+
+
+@pytest.mark.parametrize("data", options("data"))
+def test_cache_dir_comes_from_environment(monkeypatch, tmp_path, data):
+    monkeypatch.delenv("RPR_NMT_CACHE", raising=False)
+    assert compose_job("train", [f"data={data}"]).data.cache_dir == "data/cache"
+    monkeypatch.setenv("RPR_NMT_CACHE", str(tmp_path))
+    assert compose_job("train", [f"data={data}"]).data.cache_dir == str(tmp_path)
+
+
+def test_positions_is_a_group_of_the_defaults_list():
+    model = compose_job("train", ["positions=absolute"]).model  # no "+" needed
+    assert model.sinusoidal and model.max_relative_position == 0
+    model = compose_job("train", ["model=transformer_base", "positions=relative_k4"]).model
+    assert not model.sinusoidal and model.max_relative_position == 4 and model.d_model == 512
+    # Without positions=..., the model preset alone decides.
+    preset = yaml.safe_load((Path(CONFIG_DIR) / "model" / "transformer_small.yaml").read_text())
+    del preset["defaults"]
+    assert OmegaConf.to_container(compose_job("train", []).model) == preset
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_swept_value_composes(experiment):
+    params = compose_job("train", [f"experiment={experiment}"], hydra=True).hydra.sweeper.params
+    for key, values in (params or {}).items():
+        for value in str(values).split(","):
+            compose_job("train", [f"experiment={experiment}", f"{key}={value.strip()}"])
+
+
+@contextmanager
+def hydra_config(cfg, during_job: bool = True):
+    """The composed config's hydra node; during_job: Hydra's run-time config set, as in a job, so
+    that ${hydra:...} resolves (the sweeper reads hydra.sweep.dir before that)."""
+    instance = HydraConfig.instance()
+    saved = instance.cfg
+    if during_job:
+        instance.set_config(cfg)
+    else:
+        instance.cfg = None
+    try:
+        yield cfg.hydra
+    finally:
+        instance.cfg = saved
+
+
+@pytest.mark.parametrize(
+    "overrides, run_dir",
+    [
+        ([], "runs/train/default"),
+        (["model=transformer_base"], "runs/train/model=transformer_base"),
+        # Settings that extend or place a run do not rename it.
+        (
+            ["model.max_relative_position=4", "train.max_steps=2000", "train.device=cpu"],
+            "runs/train/model.max_relative_position=4",
+        ),
+        (["train.max_time_minutes=5", "train=cpu_short"], "runs/train/train=cpu_short"),
+        (
+            ["positions=absolute", "model=transformer_base"],
+            "runs/train/model=transformer_base,positions=absolute",
+        ),
+        (["hydra.run.dir=runs/demo", "train=cpu_short"], "runs/demo"),
+        (["experiment=paper_base_en_de"], "runs/paper_base_en_de/default"),
+        (
+            ["experiment=paper_big_en_fr", "train.max_tokens=3125"],
+            "runs/paper_big_en_fr/train.max_tokens=3125",
+        ),
+    ],
+)
+def test_run_folder_is_named_after_the_overrides(monkeypatch, overrides, run_dir):
+    monkeypatch.delenv("RPR_NMT_RUNS", raising=False)
+    with hydra_config(compose_job("train", overrides, hydra=True)) as hydra:
+        assert hydra.job.name == "train"
+        assert hydra.run.dir == run_dir
+
+
+@pytest.mark.parametrize(
+    "overrides, sweep_dir, subdir",
+    [
+        (["train.seed=2"], "runs/sweeps/train", "train.seed=2"),
+        (
+            ["experiment=ablate_k", "model.max_relative_position=4", "train.seed=2"],
+            "runs/sweeps/ablate_k_multi30k_en_de",
+            "model.max_relative_position=4,train.seed=2",
+        ),
+        (
+            ["experiment=ablate_terms", "model.relative_keys=true", "model.relative_values=false"],
+            "runs/sweeps/ablate_terms_multi30k_en_de",
+            "model.relative_keys=true,model.relative_values=false",
+        ),
+        (
+            ["experiment=absolute_vs_relative", "positions=both"],
+            "runs/sweeps/absolute_vs_relative_multi30k_en_de",
+            "positions=both",
+        ),
+        (
+            ["experiment=length_generalisation", "positions=relative_k4", "data=multi30k_en_fr"],
+            "runs/sweeps/length_generalisation_multi30k_en_fr",
+            "data=multi30k_en_fr,positions=relative_k4",
+        ),
+    ],
+)
+def test_sweep_folders_are_named_after_the_experiment_and_overrides(
+    monkeypatch, overrides, sweep_dir, subdir
+):
+    monkeypatch.delenv("RPR_NMT_RUNS", raising=False)
+    with hydra_config(compose_job("train", overrides, hydra=True)) as hydra:
+        assert (hydra.sweep.dir, hydra.sweep.subdir) == (sweep_dir, subdir)
+
+
+def test_sweep_folder_is_known_before_any_job(monkeypatch):
+    monkeypatch.delenv("RPR_NMT_RUNS", raising=False)
+    for overrides, sweep_dir in [
+        (["train.seed=1"], "runs/sweeps/train"),  # rpr-nmt-train -m train.seed=1,2
+        (["experiment=ablate_k"], "runs/sweeps/ablate_k_multi30k_en_de"),
+    ]:
+        cfg = compose_job("train", overrides, hydra=True)
+        with hydra_config(cfg, during_job=False) as hydra:
+            assert hydra.sweep.dir == sweep_dir
+
+
+def test_runs_folder_comes_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("RPR_NMT_RUNS", str(tmp_path))
+    with hydra_config(compose_job("train", ["train.seed=2"], hydra=True)) as hydra:
+        assert hydra.run.dir == f"{tmp_path}/train/train.seed=2"
+        assert hydra.sweep.dir == f"{tmp_path}/sweeps/train"
+    with hydra_config(compose_job("evaluate", [], hydra=True)) as hydra:
+        assert hydra.job.name == "evaluate"
+        assert re.fullmatch(rf"{tmp_path}/evaluate/\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d", hydra.run.dir)
+
+
+def test_translate_writes_no_files_of_its_own():
+    with hydra_config(compose_job("translate", [], hydra=True)) as hydra:
+        assert (hydra.job.name, hydra.run.dir, hydra.output_subdir) == ("translate", ".", None)
+        assert hydra.runtime.choices["hydra/job_logging"] == "none"
+        assert hydra.runtime.choices["hydra/hydra_logging"] == "none"
