@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
-from rpr_nmt.model.transformer import EncoderLayer  # noqa: E402
+from rpr_nmt.model.layers import EncoderLayer  # noqa: E402
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 H, DH, K, TOKENS = 8, 64, 16, 4096

@@ -1,17 +1,22 @@
-"""The model: relative-position attention (attention.py) inside an encoder-decoder Transformer."""
+"""The model: relative-position attention inside an encoder-decoder Transformer.
 
-from rpr_nmt.model.attention import (
-    KeyValueCache,
-    RelativeMultiheadAttention,
-    relative_attention,
-    relative_position_index,
-)
-from rpr_nmt.model.transformer import (
-    DecoderCache,
-    EncoderOutput,
-    Transformer,
-    build_model,
-)
+Modules, from the paper's equations outwards:
+    attention.py          the paper's equations: relative_position_index, relative_attention
+    attention_kernels.py  their speed work: PyTorch's fused kernel, table windows, hidden keys
+    multihead.py          RelativeMultiheadAttention: projections, relative tables, cross-attention
+    cache.py              KeyValueCache, DecoderCache: the state of incremental decoding
+    layers.py             EncoderLayer, DecoderLayer and their residual sublayers
+    transformer.py        Encoder, Decoder, Transformer, build_model
+    embeddings.py         token embeddings and the optional sinusoid
+    dropout.py            dropout with cheaper CPU masks
+    device.py             resolve_device: a device name from a config to a torch.device
+"""
+
+from rpr_nmt.model.attention import relative_attention, relative_position_index
+from rpr_nmt.model.cache import DecoderCache, KeyValueCache
+from rpr_nmt.model.device import resolve_device
+from rpr_nmt.model.multihead import RelativeMultiheadAttention
+from rpr_nmt.model.transformer import EncoderOutput, Transformer, build_model
 
 __all__ = [
     "DecoderCache",
@@ -22,4 +27,5 @@ __all__ = [
     "build_model",
     "relative_attention",
     "relative_position_index",
+    "resolve_device",
 ]

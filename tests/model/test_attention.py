@@ -8,12 +8,8 @@ import math
 import pytest
 import torch
 
-from rpr_nmt.model.attention import (
-    KeyValueCache,
-    RelativeMultiheadAttention,
-    relative_attention,
-    relative_position_index,
-)
+from rpr_nmt.model.attention import relative_attention, relative_position_index
+from rpr_nmt.model.attention_kernels import FEW_QUERIES, TableWindow
 
 B, H, DH = 2, 3, 4
 
@@ -109,13 +105,17 @@ def test_matches_naive_loop_float64(use_keys, use_values, per_head, causal, padd
 
 
 @pytest.mark.parametrize(
-    "causal,padded,tq", [(False, False, 4), (True, True, 4), (False, True, 1), (True, False, 1)]
+    "causal,padded,tq",
+    [(False, False, 4), (True, True, 4), (False, True, 1), (True, False, 1)]
+    + [(False, False, 10), (False, True, 10), (True, False, 10), (True, True, 10)],
 )
 def test_no_relative_terms_matches_naive_loop(causal, padded, tq):
-    # tq = 4 takes PyTorch's SDPA, tq = 1 (one decoding step: the newest query) the manual path.
-    q, k, v, _, _ = make_inputs(tq, 4, 1, per_head=False)
-    q_offset = 4 - tq
-    padding = torch.tensor([[False] * 4, [False, False, False, True]]) if padded else None
+    # tq = 10 takes PyTorch's SDPA; up to FEW_QUERIES queries (a decoding step) the manual path.
+    assert (tq > FEW_QUERIES) == (tq == 10)
+    tk = max(4, tq)
+    q, k, v, _, _ = make_inputs(tq, tk, 1, per_head=False)
+    q_offset = tk - tq
+    padding = torch.tensor([[False] * tk, [False] * (tk - 1) + [True]]) if padded else None
     got = relative_attention(q, k, v, causal=causal, key_padding_mask=padding, q_offset=q_offset)
     want = naive_attention(
         q,
@@ -207,35 +207,26 @@ def test_padded_keys_get_zero_weight():
     torch.testing.assert_close(cut, base)
 
 
-def test_module_table_sharing_shapes():
-    shared = RelativeMultiheadAttention(
-        16, 4, max_relative_position=3, share_relative_across_heads=True
-    )
-    assert tuple(shared.rel_keys.shape) == (7, 4)
-    per_head = RelativeMultiheadAttention(16, 4, max_relative_position=3, relative_values=False)
-    assert tuple(per_head.rel_keys.shape) == (4, 7, 4) and per_head.rel_values is None
-    layer2 = RelativeMultiheadAttention(
-        16, 4, max_relative_position=3, rel_keys=per_head.rel_keys, relative_values=False
-    )
-    assert layer2.rel_keys is per_head.rel_keys
-    off = RelativeMultiheadAttention(16, 4)
-    assert off.rel_keys is None and off.rel_values is None
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_len,k_len,q_offset", [(5, 5, 0), (1, 7, 6), (2, 9, 7), (12, 12, 0)])
+def test_table_window_holds_every_visible_row(causal, q_len, k_len, q_offset):
+    k = 3
+    window = TableWindow.of(q_len, k_len, k, q_offset, causal=causal)
+    index = relative_position_index(q_len, k_len, k, q_offset)  # (Tq, Tk)
+    visible = torch.ones(q_len, k_len, dtype=torch.bool)
+    if causal:
+        visible = torch.arange(k_len)[None, :] <= torch.arange(q_offset, q_offset + q_len)[:, None]
+    rows = index[visible]
+    assert (window.first, window.last) == (int(rows.min()), int(rows.max()))
+    shifted = window.shift(index)
+    assert torch.equal(shifted[visible], rows - window.first)
+    table = torch.randn(2 * k + 1, DH)
+    assert torch.equal(window.rows(table)[shifted[visible]], table[rows])
+    assert window.rows(None) is None
 
 
-def test_cache_append_writes_into_the_room_index_select_left_and_keeps_the_old_cache():
-    keys, values = torch.randn(3, 2, 4, 5), torch.randn(3, 2, 4, 5)
-    cache = KeyValueCache(keys, values).index_select(torch.tensor([2, 0, 0]))
-    torch.testing.assert_close(cache.keys, keys[[2, 0, 0]], rtol=0, atol=0)
-    new_k, new_v = torch.randn(3, 2, 1, 5), torch.randn(3, 2, 1, 5)
-    first = cache.append(new_k, new_v)
-    second = cache.append(-new_k, -new_v)  # the room is used: this one copies
-    for got, sign in ((first, 1), (second, -1)):
-        assert got.length == 5
-        want_k = torch.cat([keys[[2, 0, 0]], sign * new_k], dim=2)
-        torch.testing.assert_close(got.keys, want_k, rtol=0, atol=0)
-        want_v = torch.cat([values[[2, 0, 0]], sign * new_v], dim=2)
-        torch.testing.assert_close(got.values, want_v, rtol=0, atol=0)
-    torch.testing.assert_close(cache.keys, keys[[2, 0, 0]], rtol=0, atol=0)  # unchanged
-    block = new_k.repeat(1, 1, 2, 1), new_v.repeat(1, 1, 2, 1)
-    two = KeyValueCache(keys, values).index_select(torch.arange(3)).append(*block)
-    assert two.length == 6  # a block of several positions is appended by copying
+def test_table_window_of_a_decoding_step_is_the_rows_up_to_zero():
+    # The newest query at position 6 of a causal decoder, k = 2: rows j - i = -2 .. 0 only.
+    assert TableWindow.of(1, 7, 2, 6, causal=True) == (0, 2)
+    assert TableWindow.of(1, 7, 2, 6, causal=False) == (0, 2)
+    assert TableWindow.of(1, 2, 2, 1, causal=True) == (1, 2)  # a short prefix: -1 .. 0

@@ -1,7 +1,8 @@
-"""The Transformer: every toggle combination, cached decoding, presets, parameter sharing."""
+"""The Transformer: every toggle combination, cached decoding, presets, sharing, recast."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -9,12 +10,13 @@ import pytest
 import torch
 import yaml
 
-from rpr_nmt.model import DecoderCache, build_model
+from rpr_nmt.config import ModelConfig
+from rpr_nmt.model import DecoderCache, RelativeMultiheadAttention, build_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 VOCAB, PAD = 23, 0
 
-TINY = dict(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=2, n_decoder_layers=2)
+TINY = dict(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=2, n_decoder_layers=2, pre_norm=False)
 TOGGLES = ["relative_keys", "relative_values", "sinusoidal", "share_relative_across_heads",
            "share_relative_across_layers", "tie_embeddings", "pre_norm"]  # fmt: skip
 
@@ -25,6 +27,11 @@ def toggle_configs():
         yield dict(TINY, max_relative_position=2, **dict(zip(TOGGLES, values)))
     for sinusoidal, pre_norm in itertools.product([False, True], repeat=2):
         yield dict(TINY, max_relative_position=0, sinusoidal=sinusoidal, pre_norm=pre_norm)
+
+
+def tiny(config: dict, **kwargs) -> torch.nn.Module:
+    """build_model of a ModelConfig with these fields (the others at their defaults)."""
+    return build_model(ModelConfig(**config), vocab_size=VOCAB, pad_id=PAD, **kwargs)
 
 
 def batch(n=3, s=6, t=5):
@@ -55,19 +62,19 @@ def test_cached_decoding_equals_full_forward_for_every_toggle_combination():
     configs = list(toggle_configs())
     assert len(configs) == 2 ** len(TOGGLES) + 4
     for config in configs:
-        model = build_model(config, vocab_size=VOCAB, pad_id=PAD)
+        model = tiny(config)
         check_cached_decoding(model, src, tgt)
 
 
 def test_positions_are_absolute_not_cache_size():
     """Decoding past k: the same logits whether the prefix came in one block or token by token."""
-    model = build_model(dict(TINY, max_relative_position=1), vocab_size=VOCAB, pad_id=PAD)
+    model = tiny(dict(TINY, max_relative_position=1))
     src, tgt = batch(t=7)
     check_cached_decoding(model, src, tgt)
 
 
 def test_index_select_reorders_beams():
-    model = build_model(dict(TINY, max_relative_position=2), vocab_size=VOCAB, pad_id=PAD).eval()
+    model = tiny(dict(TINY, max_relative_position=2)).eval()
     src, tgt = batch()
     with torch.no_grad():
         enc = model.encode(src)
@@ -83,7 +90,7 @@ def test_index_select_reorders_beams():
 def test_beams_share_their_sentence_memory():
     """G rows per encoded sentence: the same logits as copying the memory per beam, through beam
     reordering (memory untouched) and a finished sentence leaving (memory_index)."""
-    model = build_model(dict(TINY, max_relative_position=2), vocab_size=VOCAB, pad_id=PAD).eval()
+    model = tiny(dict(TINY, max_relative_position=2)).eval()
     src, tgt = batch(t=6)
     beams = torch.arange(3).repeat_interleave(2)  # two beams per sentence, consecutive rows
     tgt = tgt[beams]
@@ -109,23 +116,24 @@ def test_beams_share_their_sentence_memory():
 
 def test_sharing_and_tying():
     config = dict(TINY, max_relative_position=2, share_relative_across_layers=True)
-    model = build_model(config, vocab_size=VOCAB, pad_id=PAD)
+    model = tiny(config)
     enc = model.encoder.layers
     assert enc[0].self_attn.rel_keys is enc[1].self_attn.rel_keys
     assert model.decoder.layers[0].self_attn.rel_keys is not enc[0].self_attn.rel_keys
     assert all(layer.cross_attn.rel_keys is None for layer in model.decoder.layers)
     assert model.output_projection.weight is model.encoder.embed.table.weight
-    untied = build_model(dict(config, tie_embeddings=False), vocab_size=VOCAB, pad_id=PAD)
+    untied = tiny(dict(config, tie_embeddings=False))
     assert untied.output_projection.weight is not untied.encoder.embed.table.weight
     with pytest.raises(TypeError, match="d_modle"):
-        build_model(dict(d_modle=8), vocab_size=VOCAB, pad_id=PAD)
+        tiny(dict(d_modle=8))
+    with pytest.raises(TypeError, match="ModelConfig"):  # a plain dict is not a config
+        build_model(dict(TINY), vocab_size=VOCAB, pad_id=PAD)
 
 
 def test_relative_positions_make_the_encoder_order_aware():
     src, _ = batch()
     for k, expect_change in ((2, True), (0, False)):
-        model = build_model(dict(TINY, max_relative_position=k, sinusoidal=False), vocab_size=VOCAB,
-                            pad_id=PAD).eval()  # fmt: skip
+        model = tiny(dict(TINY, max_relative_position=k, sinusoidal=False)).eval()
         flipped = src[:, [1, 0, 2, 3, 4, 5]]
         a, b = model.encode(src).memory, model.encode(flipped).memory
         changed = not torch.allclose(a[0, 2:], b[0, 2:], atol=1e-6)
@@ -138,7 +146,7 @@ def test_preset_builds_and_trains_one_step(preset):
     config.pop("defaults", None)
     vocab = 32768 if preset in ("transformer_base", "transformer_big") else 8000
     torch.manual_seed(0)
-    model = build_model(config, vocab_size=vocab, pad_id=PAD)
+    model = build_model(ModelConfig(**config), vocab_size=vocab, pad_id=PAD)
     src = torch.randint(4, vocab, (2, 4))
     tgt = torch.randint(4, vocab, (2, 3))
     logits = model(src, tgt)
@@ -146,3 +154,38 @@ def test_preset_builds_and_trains_one_step(preset):
     logits.float().logsumexp(-1).mean().backward()
     rel = model.encoder.layers[0].self_attn.rel_keys
     assert rel is not None and rel.grad is not None and rel.grad.abs().sum() > 0
+
+
+def test_build_model_maps_every_config_field():
+    cfg = ModelConfig(**dict(TINY, max_relative_position=3, relative_values=False, sinusoidal=True))
+    model = build_model(cfg, vocab_size=VOCAB, pad_id=PAD)
+    arguments = dict(model.arguments)
+    assert arguments.pop("vocab_size") == VOCAB and arguments.pop("pad_id") == PAD
+    assert arguments.pop("attention_dtype") is None
+    assert arguments == dataclasses.asdict(cfg)
+
+
+def test_attention_dtype_reaches_every_attention_module():
+    model = tiny(dict(TINY, max_relative_position=2), attention_dtype=torch.float64)
+    attention = [m for m in model.modules() if isinstance(m, RelativeMultiheadAttention)]
+    assert len(attention) == 2 + 2 * 2  # encoder self; decoder self and cross
+    assert all(m.attention_dtype == torch.float64 for m in attention)
+
+
+def test_recast_copies_weights_and_ties_and_leaves_model_and_rng_alone():
+    config = dict(TINY, max_relative_position=2, share_relative_across_layers=True)
+    model = tiny(config).eval()
+    torch.manual_seed(5)
+    copy = model.recast(torch.bfloat16, attention_dtype=torch.float32)
+    draw = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(draw, torch.rand(3))  # building the copy drew no random numbers
+    assert not copy.training and copy.arguments["attention_dtype"] == torch.float32
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(m.attention_dtype is None for m in model.modules() if hasattr(m, "attention_dtype"))
+    for (name, p), (copy_name, q) in zip(model.named_parameters(), copy.named_parameters()):
+        assert name == copy_name and q.dtype == torch.bfloat16
+        assert torch.equal(q, p.to(torch.bfloat16))
+    assert copy.output_projection.weight is copy.encoder.embed.table.weight
+    enc = copy.encoder.layers
+    assert enc[0].self_attn.rel_keys is enc[1].self_attn.rel_keys

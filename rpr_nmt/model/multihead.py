@@ -1,0 +1,195 @@
+"""RelativeMultiheadAttention: projections, relative tables w^K / w^V, and the decoding cache
+around relative_attention (attention.py).
+
+Shape legend (batch-first everywhere):
+    B batch, S source length, H heads, Dh head dim, D model dim (H * Dh), Tq / Tk query / key
+    lengths, R = 2k + 1 relative positions (k = max_relative_position), G beams per sentence.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from rpr_nmt.model.attention import relative_attention
+from rpr_nmt.model.cache import KeyValueCache
+
+__all__ = ["RelativeMultiheadAttention", "new_relative_table", "relative_table_shape"]
+
+
+class RelativeMultiheadAttention(nn.Module):
+    """Multi-head attention with optional relative position tables w^K, w^V.
+
+    Used for self-attention (memory=None), which may use relative positions, and for
+    cross-attention, which never does (the paper applies them to self-attention only): build
+    cross-attention modules with max_relative_position=0.
+
+    Tables: shape (R, Dh) when shared across heads, (H, R, Dh) otherwise. Pass existing Parameters
+    through rel_keys / rel_values to share one set of tables across layers.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        attention_dropout: float = 0.0,
+        max_relative_position: int = 0,
+        relative_keys: bool = True,
+        relative_values: bool = True,
+        share_relative_across_heads: bool = False,
+        causal: bool = False,
+        rel_keys: nn.Parameter | None = None,
+        rel_values: nn.Parameter | None = None,
+        attention_dtype: torch.dtype | None = None,
+    ) -> None:
+        """Build the projections and, when max_relative_position > 0, the relative tables.
+
+        Args:
+            d_model: model width D; must be divisible by n_heads.
+            n_heads: number of heads H.
+            attention_dropout: dropout on the attention weights.
+            max_relative_position: k; 0 = no relative positions.
+            relative_keys: learn w^K (the a^K term of eq. 4).
+            relative_values: learn w^V (the a^V term of eq. 3).
+            share_relative_across_heads: tables of shape (R, Dh) instead of (H, R, Dh).
+            causal: each query sees only keys at its own or earlier absolute positions.
+            rel_keys: an existing w^K to share (another layer's); created here when None.
+            rel_values: an existing w^V to share; created here when None.
+            attention_dtype: precision of the attention arithmetic (scores, softmax, relative
+                terms) and of the key/value cache; None = the input's dtype. A bf16 model decodes
+                best with float32 here (Transformer.recast): the projections stay bf16, while the
+                many small batched matmuls of a decoding step run 2x faster in float32 on CPU and
+                the softmax is exact.
+        """
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.attention_dropout = attention_dropout
+        self.max_relative_position = max_relative_position
+        self.causal = causal
+        self.attention_dtype = attention_dtype
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        shape = relative_table_shape(
+            max_relative_position, n_heads, self.d_head, share_relative_across_heads
+        )
+        use = max_relative_position > 0
+        self.rel_keys = _table_or_new(rel_keys, shape) if use and relative_keys else None
+        self.rel_values = _table_or_new(rel_values, shape) if use and relative_values else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections with zero biases, as in the reference Transformer."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            nn.init.zeros_(proj.bias)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """Split a projection into heads, in the attention dtype: (B, T, D) -> (B, H, T, Dh)."""
+        B, T, _ = x.shape
+        x = x.to(self.attention_dtype or x.dtype)
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def project_memory(self, memory: Tensor) -> KeyValueCache:
+        """Keys and values of a fixed memory (the encoder output), computed once per sentence.
+
+        Contiguous, so that the batched matmuls of every decoding step read them in place (a
+        head-split view made each step's q k^T copy the keys: twice as slow).
+
+        Shapes:
+            memory: (B, S, D); returns keys and values (B, H, S, Dh).
+        """
+        keys = self._heads(self.k_proj(memory)).contiguous()
+        return KeyValueCache(keys, self._heads(self.v_proj(memory)).contiguous())
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | KeyValueCache | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        cache: KeyValueCache | None = None,
+        q_offset: int = 0,
+    ) -> tuple[Tensor, KeyValueCache]:
+        """Attend from x to itself (memory=None) or to a memory.
+
+        Args:
+            x: the queries' inputs; in self-attention also the new keys and values.
+            memory: cross-attention only: the encoder output, or its project_memory projections.
+            key_padding_mask: True where a key is padding.
+            cache: self-attention only: keys and values of earlier positions, put before the new.
+            q_offset: absolute position of x's first token (the cache length when decoding).
+
+        Returns:
+            (output, keys_values): the attention output, and the keys and values attended over (in
+            self-attention the cache for the next step; in cross-attention the memory projections).
+
+        Cross-attention may serve G consecutive rows of x from one memory row (the G beams of a
+        sentence in beam search): the memory then has B / G rows, and each group's G * Tq queries
+        attend to their shared memory together, so memory keys and values are neither copied per
+        beam nor reordered when beams are.
+
+        Shapes:
+            x: (B, Tq, D); memory: (B / G, S, D); key_padding_mask: (B / G, Tk) in
+            cross-attention, (B, Tk) in self-attention; output (B, Tq, D).
+        """
+        B, Tq, D = x.shape
+        if memory is None:
+            kv = KeyValueCache(self._heads(self.k_proj(x)), self._heads(self.v_proj(x)))
+            if cache is not None:
+                kv = cache.append(kv.keys, kv.values)  # (B, H, Tk, Dh)
+        else:
+            kv = memory if isinstance(memory, KeyValueCache) else self.project_memory(memory)
+            rows = kv.keys.size(0)
+            if B % rows != 0:
+                raise ValueError(f"{B} query rows cannot share {rows} memory rows in equal groups")
+            x = x.reshape(rows, -1, D)  # (B / G, G * Tq, D): one row per memory row
+        q = self._heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
+        dtype = q.dtype
+        z = relative_attention(
+            q,
+            kv.keys,
+            kv.values,
+            rel_keys=None if self.rel_keys is None else self.rel_keys.to(dtype),
+            rel_values=None if self.rel_values is None else self.rel_values.to(dtype),
+            max_relative_position=self.max_relative_position,
+            causal=self.causal,
+            key_padding_mask=key_padding_mask,
+            q_offset=q_offset,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )  # (B, H, Tq, Dh)
+        out = z.transpose(1, 2).reshape(B, Tq, D).to(x.dtype)  # (B, Tq, D), groups split again
+        return self.out_proj(out), kv
+
+
+def relative_table_shape(
+    max_relative_position: int, n_heads: int, d_head: int, share_across_heads: bool
+) -> tuple[int, ...]:
+    """(R, Dh) for one table shared by all heads, (H, R, Dh) for one table per head."""
+    rows = 2 * max_relative_position + 1
+    return (rows, d_head) if share_across_heads else (n_heads, rows, d_head)
+
+
+def new_relative_table(shape: tuple[int, ...]) -> nn.Parameter:
+    """A w^K or w^V table, Xavier-uniform over (R, Dh) like the other weight matrices."""
+    rows, d_head = shape[-2:]
+    bound = math.sqrt(6.0 / (rows + d_head))
+    return nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+
+
+def _table_or_new(table: nn.Parameter | None, shape: tuple[int, ...]) -> nn.Parameter:
+    """The shared table passed in (after checking its shape), or a fresh one."""
+    if table is None:
+        return new_relative_table(shape)
+    if tuple(table.shape) != shape:
+        raise ValueError(
+            f"shared relative table has shape {tuple(table.shape)}, this layer needs {shape}"
+        )
+    return table
