@@ -74,11 +74,11 @@ class ForcedLengths:
         return logits, cache
 
 
-def yaml_config(schema: type, path: Path) -> dict[str, Any]:
-    """A configs/ group file merged onto its dataclass schema, resolved to a plain dict."""
+def yaml_config(schema: type, path: Path) -> Any:
+    """A configs/ group file merged onto its dataclass schema, as that dataclass (resolved)."""
     node = OmegaConf.load(path)
     node.pop("defaults", None)
-    return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(schema), node), resolve=True)
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))
 
 
 def random_setup(args: argparse.Namespace) -> tuple[Any, Any, list[list[int]], list[int]]:
@@ -146,7 +146,7 @@ def main() -> None:
         from rpr_nmt.data import read_parallel_text
 
         model, tokenizer, config = load_for_inference([args.checkpoint], "cpu")
-        src_text, refs = read_parallel_text(config["data"], args.split)
+        src_text, refs = read_parallel_text(config.data, args.split)
         sources = [tokenizer.encode(s) + [tokenizer.eos_id] for s in src_text][: args.sentences]
         refs, lengths = refs[: args.sentences], None
     else:

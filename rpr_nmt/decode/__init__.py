@@ -2,17 +2,21 @@
 translation."""
 
 from rpr_nmt.decode.beam import Hypothesis, beam_search, length_penalty, select_step
+from rpr_nmt.decode.constraints import max_output_lengths, next_token_logprobs
 from rpr_nmt.decode.greedy import greedy_search
 from rpr_nmt.decode.reference import UncachedModel
-from rpr_nmt.decode.translate import DecodeSettings, translate
+from rpr_nmt.decode.translate import check_decode_config, decoding_model, translate
 
 __all__ = [
-    "DecodeSettings",
     "Hypothesis",
     "UncachedModel",
     "beam_search",
+    "check_decode_config",
+    "decoding_model",
     "greedy_search",
     "length_penalty",
+    "max_output_lengths",
+    "next_token_logprobs",
     "select_step",
     "translate",
 ]

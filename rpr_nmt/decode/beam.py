@@ -5,7 +5,8 @@ S source length, L the longest allowed output, t tokens generated so far (BOS, E
 
 What one step does, for every active sentence at once (no Python loop over hypotheses):
 
-1. The decoder scores the next token of each of the N alive hypotheses; log-softmax in float32.
+1. The decoder scores the next token of each of the N alive hypotheses; log-softmax in float32,
+   forbidden tokens and length limits applied (constraints.py, shared with greedy search).
 2. `select_step` takes the 2N best extensions. An EOS among the N best finishes its hypothesis
    (it would have taken a beam slot); the N best non-EOS extensions stay alive, so the beam is
    always full.
@@ -28,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-NEG_INF = float("-inf")
+from rpr_nmt.decode.constraints import NEG_INF, max_output_lengths, next_token_logprobs
 
 
 @dataclass
@@ -57,21 +58,6 @@ class StepDecoder(Protocol):
 def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
     """The paper's (GNMT's) length penalty lp(|Y|) = ((5 + |Y|) / 6)^alpha; alpha = 0 gives 1."""
     return ((5.0 + length) / 6.0) ** alpha
-
-
-def max_output_lengths(
-    src: Tensor, *, max_len_a: float, max_len_b: int, min_len: int, pad_id: int
-) -> Tensor:
-    """Per-sentence output length limit floor(a * source length + b), EOS excluded, at least
-    min_len.
-
-    The source length counts the non-padding source tokens, its EOS included (as fairseq does).
-
-    Shapes:
-        src (B, S) -> (B,) long
-    """
-    src_len = (src != pad_id).sum(dim=1).to(torch.float64)  # (B,)
-    return (max_len_a * src_len + max_len_b).floor().long().clamp_min(max(min_len, 0))
 
 
 @dataclass
@@ -223,28 +209,6 @@ class _Beams:
         self.logp = sel.alive_logp
 
 
-def _next_token_logprobs(
-    logits: Tensor, t: int, beams: _Beams, min_len: int, eos_id: int, bos_id: int, pad_id: int
-) -> Tensor:
-    """Float32 log-softmax of the newest position, length constraints and forbidden ids applied.
-
-    Shapes:
-        logits (A * n_in, Tnew, V) -> (A, n_in, V)
-    """
-    A, n_in = beams.logp.shape
-    lprobs = torch.log_softmax(logits[:, -1].float(), dim=-1).view(A, n_in, -1)  # (A, n_in, V)
-    lprobs[..., pad_id] = NEG_INF
-    lprobs[..., bos_id] = NEG_INF
-    if t < min_len:
-        lprobs[..., eos_id] = NEG_INF
-    at_limit = beams.max_len == t  # (A,) these must end now
-    if bool(at_limit.any()):
-        eos_lprob = lprobs[..., eos_id].clone()
-        lprobs[at_limit] = NEG_INF
-        lprobs[..., eos_id] = eos_lprob
-    return lprobs
-
-
 def _check(beam_size: int, nbest: int, length_penalty: float, min_len: int) -> None:
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -313,7 +277,9 @@ def beam_search(
     cache, last = None, torch.full((B, 1), bos_id, dtype=torch.long, device=device)
     for t in range(L + 1):
         logits, cache = model.decode_step(last, encoder_out, cache)  # (A * n_in, 1, V)
-        lprobs = _next_token_logprobs(logits, t, beams, min_len, eos_id, bos_id, pad_id)
+        lprobs = next_token_logprobs(
+            logits, t, beams.max_len, min_len=min_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id
+        )  # (A, n_in, V)
         sel = select_step(beams.logp, lprobs, beam_size=N, eos_id=eos_id)  # (A, N) fields
         if bool(torch.isfinite(sel.eos_logp).any()):
             beams.add_finished(sel, t, alpha, pad_id)

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from rpr_nmt.decode import beam
-from rpr_nmt.decode.beam import NEG_INF, Hypothesis, StepDecoder, max_output_lengths
+from rpr_nmt.decode.beam import Hypothesis, StepDecoder
+from rpr_nmt.decode.constraints import max_output_lengths, next_token_logprobs
 
 
 @torch.inference_mode()
@@ -60,19 +61,12 @@ def greedy_search(
         torch.zeros(B, device=device),
         torch.zeros(B, dtype=torch.long, device=device),
     )
+    rules = dict(min_len=min_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
     encoder_out, cache = model.encode(src), None
     last = torch.full((B, 1), bos_id, dtype=torch.long, device=device)  # (A, 1)
     for t in range(L + 1):
         logits, cache = model.decode_step(last, encoder_out, cache)  # (A, 1, V)
-        lprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (A, V)
-        lprobs[:, pad_id] = NEG_INF
-        lprobs[:, bos_id] = NEG_INF
-        if t < min_len:
-            lprobs[:, eos_id] = NEG_INF
-        at_limit = max_len[sentence] == t  # (A,)
-        lprobs[at_limit] = lprobs[at_limit].masked_fill(
-            torch.arange(lprobs.size(1), device=device) != eos_id, NEG_INF
-        )
+        lprobs = next_token_logprobs(logits, t, max_len[sentence], **rules)[:, 0]  # (A, V)
         best_lprob, best = lprobs.max(dim=-1)  # (A,)
         logp = logp + best_lprob
         done = best == eos_id  # (A,)

@@ -3,18 +3,17 @@ order."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.beam import Hypothesis, beam_search
 from rpr_nmt.decode.greedy import greedy_search
-from rpr_nmt.model import RelativeMultiheadAttention
+from rpr_nmt.model import Transformer
 
 _Batch = TypeVar("_Batch")
 _Result = TypeVar("_Result")
@@ -32,48 +31,37 @@ class TextTokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
-@dataclass(frozen=True)
-class DecodeSettings:
-    """The DecodeConfig fields that decoding uses (see rpr_nmt/config.py for their meaning)."""
+def check_decode_config(cfg: DecodeConfig) -> None:
+    """Refuse decode settings that cannot work (ValueError names the setting and its value).
 
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_len_a: float = 1.2
-    max_len_b: int = 10
-    min_len: int = 1
-    nbest: int = 1
-    max_sentences: int = 128
-    streams: int = 2
-    precision: str = "fp32"
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None = None, **overrides: Any) -> DecodeSettings:
-        """Settings from a DecodeConfig-like mapping (extra keys such as `device` ignored) and
-        overrides."""
-        merged = {**(dict(cfg) if cfg is not None else {}), **overrides}
-        known = {k: merged[k] for k in cls.__dataclass_fields__ if k in merged}
-        settings = cls(**known)
-        if settings.precision not in ("fp32", "bf16"):
-            raise ValueError(
-                f"decode.precision must be 'fp32' or 'bf16', got {settings.precision!r}"
-            )
-        if not 1 <= settings.nbest <= settings.beam_size:
-            raise ValueError(
-                f"decode.nbest must be in 1 .. decode.beam_size ({settings.beam_size}), "
-                f"got {settings.nbest}"
-            )
-        if settings.max_sentences < 1:
-            raise ValueError(f"decode.max_sentences must be >= 1, got {settings.max_sentences}")
-        if settings.streams < 1:
-            raise ValueError(f"decode.streams must be >= 1, got {settings.streams}")
-        return settings
+    decode.device is checked where the model is placed (rpr_nmt.model.resolve_device).
+    """
+    if not isinstance(cfg, DecodeConfig):
+        raise TypeError(
+            f"decoding takes a DecodeConfig, got {type(cfg).__name__}; "
+            "build one with DecodeConfig(**fields)"
+        )
+    if cfg.beam_size < 1:
+        raise ValueError(f"decode.beam_size must be >= 1 (1 = greedy), got {cfg.beam_size}")
+    if not 1 <= cfg.nbest <= cfg.beam_size:
+        raise ValueError(
+            f"decode.nbest must be in 1 .. decode.beam_size ({cfg.beam_size}), got {cfg.nbest}"
+        )
+    if cfg.min_len < 0:
+        raise ValueError(f"decode.min_len must be >= 0, got {cfg.min_len}")
+    if cfg.max_sentences < 1:
+        raise ValueError(f"decode.max_sentences must be >= 1, got {cfg.max_sentences}")
+    if cfg.streams < 1:
+        raise ValueError(f"decode.streams must be >= 1, got {cfg.streams}")
+    if cfg.precision not in ("fp32", "bf16"):
+        raise ValueError(f"decode.precision must be 'fp32' or 'bf16', got {cfg.precision!r}")
 
 
-def decoding_model(model: nn.Module, precision: str) -> nn.Module:
+def decoding_model(model: Transformer, precision: str) -> Transformer:
     """The model that decodes at `precision`: the model itself for "fp32"; for "bf16" a copy with
     bfloat16 weights whose attention arithmetic (scores, softmax, relative terms, key/value
-    cache) stays float32, as does the next-token log-softmax of the search. Put the model in
-    eval mode first.
+    cache) stays float32 (Transformer.recast), as does the next-token log-softmax of the search.
+    Put the model in eval mode first.
 
     A copy rather than autocast: on CPU, autocast's per-op casts of activations and weights
     made bf16 decoding no faster. Float32 attention: its small batched matmuls run 2x faster in
@@ -83,22 +71,7 @@ def decoding_model(model: nn.Module, precision: str) -> nn.Module:
         return model
     if precision != "bf16":
         raise ValueError(f"decode.precision must be 'fp32' or 'bf16', got {precision!r}")
-    bf16 = copy.deepcopy(model).to(torch.bfloat16)
-    for module in bf16.modules():
-        if isinstance(module, RelativeMultiheadAttention):
-            module.attention_dtype = torch.float32
-    return bf16
-
-
-def resolve_device(name: str) -> torch.device:
-    """DecodeConfig.device -> torch.device: "auto" is cuda when available, else cpu."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise ValueError(f"decode.device must be 'auto', 'cpu' or 'cuda', got {name!r}")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"decode.device={name} but CUDA is not available; use auto or cpu")
-    return torch.device(name)
+    return model.recast(torch.bfloat16, attention_dtype=torch.float32)
 
 
 def length_sorted_batches(lengths: Sequence[int], max_sentences: int) -> Iterator[list[int]]:
@@ -119,10 +92,10 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device) 
 
 
 def decode_batch(
-    model: nn.Module, src: Tensor, settings: DecodeSettings, special: Mapping[str, int]
+    model: nn.Module, src: Tensor, cfg: DecodeConfig, special: Mapping[str, int]
 ) -> list[list[Hypothesis]]:
     """Beam search on one padded batch; beam_size 1 means greedy search. The model decodes at
-    its own precision: pass decoding_model(model, settings.precision).
+    its own precision: pass decoding_model(model, cfg.precision).
 
     DecodeConfig defines beam_size 1 as greedy: greedy_search stops at the first EOS, where beam
     search of width 1 with alpha > 0 may keep a continuation alive that the length penalty
@@ -131,18 +104,15 @@ def decode_batch(
     Shapes:
         src (B, S)
     """
-    lengths = dict(
-        max_len_a=settings.max_len_a, max_len_b=settings.max_len_b, min_len=settings.min_len
-    )
-    if settings.beam_size == 1:
-        alpha = settings.length_penalty
-        return greedy_search(model, src, length_penalty=alpha, **lengths, **special)
+    lengths = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, min_len=cfg.min_len)
+    if cfg.beam_size == 1:
+        return greedy_search(model, src, length_penalty=cfg.length_penalty, **lengths, **special)
     return beam_search(
         model,
         src,
-        beam_size=settings.beam_size,
-        length_penalty=settings.length_penalty,
-        nbest=settings.nbest,
+        beam_size=cfg.beam_size,
+        length_penalty=cfg.length_penalty,
+        nbest=cfg.nbest,
         **lengths,
         **special,
     )
@@ -152,36 +122,36 @@ def translate(
     model: nn.Module,
     tokenizer: TextTokenizer,
     sentences: Sequence[str],
-    decode_cfg: Mapping[str, Any] | None = None,
-    **overrides: Any,
+    cfg: DecodeConfig,
 ) -> list[list[Hypothesis]]:
     """Translate raw sentences; results come back in input order.
 
     Args:
-        model: the Transformer (put in eval mode here); inputs go to the device of its parameters.
+        model: the Transformer (put in eval mode here); inputs go to the device of its parameters
+            (cfg.device is not read here: place the model with rpr_nmt.model.resolve_device).
         tokenizer: BPE tokenizer of the model (encode / decode, pad_id / bos_id / eos_id).
         sentences: raw source sentences.
-        decode_cfg: DecodeConfig fields (beam_size, length_penalty, max_len_a, max_len_b,
-            min_len, nbest, max_sentences, streams, precision); missing ones take DecodeConfig's
-            defaults.
-        **overrides: individual settings that replace decode_cfg's.
+        cfg: beam size, length penalty and limits, n-best, batch size, streams, precision.
 
     Returns:
         Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first.
+
+    Raises:
+        ValueError: a setting that cannot work (check_decode_config).
     """
-    settings = DecodeSettings.from_config(decode_cfg, **overrides)
+    check_decode_config(cfg)
     special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
     device = next(model.parameters()).device
-    model = decoding_model(model.eval(), settings.precision)
+    model = decoding_model(model.eval(), cfg.precision)
     encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
-    streams = settings.streams if device.type == "cpu" else 1
+    streams = cfg.streams if device.type == "cpu" else 1
     # A few sentences are split so that every stream has a batch: max_sentences is an upper bound.
-    per_batch = min(settings.max_sentences, max(1, -(-len(encoded) // streams)))
+    per_batch = min(cfg.max_sentences, max(1, -(-len(encoded) // streams)))
     batches = list(length_sorted_batches([len(e) for e in encoded], per_batch))
 
     def decode(batch: list[int]) -> list[list[Hypothesis]]:
         src = pad_batch([encoded[i] for i in batch], tokenizer.pad_id, device)  # (B, S)
-        return decode_batch(model, src, settings, special)
+        return decode_batch(model, src, cfg, special)
 
     results: list[list[Hypothesis]] = [[] for _ in sentences]
     for batch, hyps in zip(batches, decode_in_streams(decode, batches, streams)):

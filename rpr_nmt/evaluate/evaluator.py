@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from rpr_nmt.decode import DecodeSettings, Hypothesis, translate
+from rpr_nmt.config import DecodeConfig
+from rpr_nmt.decode import Hypothesis, translate
 from rpr_nmt.decode.translate import TextTokenizer
 from rpr_nmt.evaluate.bleu import Scores, score_corpus
 
@@ -35,7 +36,7 @@ def evaluate_split(
     tokenizer: TextTokenizer,
     sources: Sequence[str],
     refs: Sequence[str],
-    decode_cfg: Mapping[str, Any],
+    decode_cfg: DecodeConfig,
     tgt_lang: str,
     out_dir: str | Path,
     split: str,
@@ -50,7 +51,7 @@ def evaluate_split(
         tokenizer: its BPE tokenizer (encode sources, decode hypotheses).
         sources: raw source sentences.
         refs: raw references, line-aligned with sources.
-        decode_cfg: DecodeConfig fields (beam size, length penalty, ...).
+        decode_cfg: beam size, length penalty, ... (its device is not read: the model's is used).
         tgt_lang: target language code (picks sacreBLEU's tokenizer).
         out_dir: folder for the two files (created if missing).
         split: split name used in the file names.
@@ -62,7 +63,6 @@ def evaluate_split(
     """
     if len(sources) != len(refs):
         raise ValueError(f"split {split}: {len(sources)} sources but {len(refs)} references")
-    settings = DecodeSettings.from_config(decode_cfg)
     start = time.perf_counter()
     nbest = translate(model, tokenizer, sources, decode_cfg)
     seconds = time.perf_counter() - start
@@ -78,7 +78,7 @@ def evaluate_split(
         "sentences_per_sec": speed,
         "decode_seconds": seconds,
         "checkpoint": _paths(checkpoint),
-        "decode": {**asdict(settings), "device": str(_device(model))},
+        "decode": {**asdict(decode_cfg), "device": str(_device(model))},
     }
     (out / f"eval_{split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     if log is not None:

@@ -2,37 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
 
 import pytest
 import torch
 
 from rpr_nmt.config import DecodeConfig, ModelConfig
-from rpr_nmt.decode import DecodeSettings, UncachedModel, beam_search, greedy_search, translate
-from rpr_nmt.decode.translate import decode_in_streams, decoding_model
-
-model_module = pytest.importorskip("rpr_nmt.model")
+from rpr_nmt.decode import (
+    UncachedModel,
+    beam_search,
+    check_decode_config,
+    decoding_model,
+    greedy_search,
+    translate,
+)
+from rpr_nmt.decode.translate import decode_in_streams
+from rpr_nmt.model import RelativeMultiheadAttention, build_model
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 24
 SPECIAL = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
-TINY = asdict(
-    ModelConfig(
-        d_model=32,
-        n_heads=2,
-        d_ff=64,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        dropout=0.1,
-        attention_dropout=0.1,
-        max_relative_position=4,
-        pre_norm=True,
-    )
+TINY = ModelConfig(
+    d_model=32,
+    n_heads=2,
+    d_ff=64,
+    n_encoder_layers=2,
+    n_decoder_layers=2,
+    dropout=0.1,
+    attention_dropout=0.1,
+    max_relative_position=4,
+    pre_norm=True,
 )
 
 
 def tiny_model(**changes) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = model_module.build_model({**TINY, **changes}, vocab_size=VOCAB, pad_id=PAD)
+    model = build_model(replace(TINY, **changes), vocab_size=VOCAB, pad_id=PAD)
     return model.eval()
 
 
@@ -125,8 +129,10 @@ class _CharTokenizer:
 def test_translate_returns_input_order_and_matches_single_sentences():
     model = tiny_model()
     sentences = ["abc", "a", "hello", "", "qrstabcd", "ee"]
-    cfg = dict(beam_size=2, length_penalty=0.6, max_len_a=1.0, max_len_b=2, nbest=2, device="cpu")
-    out = translate(model, _CharTokenizer(), sentences, cfg, max_sentences=4)
+    cfg = DecodeConfig(
+        beam_size=2, length_penalty=0.6, max_len_a=1.0, max_len_b=2, nbest=2, device="cpu"
+    )
+    out = translate(model, _CharTokenizer(), sentences, replace(cfg, max_sentences=4))
     one_by_one = [translate(model, _CharTokenizer(), [s], cfg)[0] for s in sentences]
     assert_same(as_lists(out), as_lists(one_by_one))
     assert all(len(nbest) == 2 for nbest in out)
@@ -135,18 +141,20 @@ def test_translate_returns_input_order_and_matches_single_sentences():
 def test_streams_decode_batches_concurrently_with_the_same_results():
     model = tiny_model()
     sentences = ["abc", "a", "hello", "", "qrstabcd", "ee", "xyz"]
-    cfg = dict(beam_size=2, max_len_a=1.0, max_len_b=2, nbest=2, max_sentences=2, device="cpu")
+    cfg = DecodeConfig(
+        beam_size=2, max_len_a=1.0, max_len_b=2, nbest=2, max_sentences=2, device="cpu"
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        one = translate(model, _CharTokenizer(), sentences, cfg, streams=1)
-        two = translate(model, _CharTokenizer(), sentences, cfg, streams=2)
+        one = translate(model, _CharTokenizer(), sentences, replace(cfg, streams=1))
+        two = translate(model, _CharTokenizer(), sentences, replace(cfg, streams=2))
         assert torch.get_num_threads() == 2  # restored after the streams
     finally:
         torch.set_num_threads(threads)
     assert_same(as_lists(two), as_lists(one))
     with pytest.raises(ValueError, match="decode.streams"):
-        translate(model, _CharTokenizer(), sentences, cfg, streams=0)
+        translate(model, _CharTokenizer(), sentences, replace(cfg, streams=0))
 
 
 def test_a_few_sentences_are_split_so_that_every_stream_has_a_batch():
@@ -154,10 +162,10 @@ def test_a_few_sentences_are_split_so_that_every_stream_has_a_batch():
     encode = model.encode
     model.encode = lambda src: sizes.append(src.size(0)) or encode(src)
     sentences = ["abc", "de", "f", "ghij", "k", "lm", "nop"]
-    translate(model, _CharTokenizer(), sentences, beam_size=2, streams=2)  # max_sentences 128
+    translate(model, _CharTokenizer(), sentences, DecodeConfig(beam_size=2, streams=2))  # 128
     assert sorted(sizes) == [3, 4]
     sizes.clear()
-    translate(model, _CharTokenizer(), sentences, beam_size=2, streams=1)
+    translate(model, _CharTokenizer(), sentences, DecodeConfig(beam_size=2, streams=1))
     assert sizes == [7]
 
 
@@ -181,7 +189,8 @@ def test_decode_in_streams_keeps_batch_order_and_shares_the_threads():
 
 def test_bf16_decodes_with_a_bf16_copy_and_leaves_the_model_fp32():
     model = tiny_model()
-    out = translate(model, _CharTokenizer(), ["abc", "de"], beam_size=2, precision="bf16")
+    cfg = DecodeConfig(beam_size=2, precision="bf16")
+    out = translate(model, _CharTokenizer(), ["abc", "de"], cfg)
     assert len(out) == 2 and all(isinstance(h.score, float) for nbest in out for h in nbest)
     assert all(p.dtype == torch.float32 for p in model.parameters())
     copy = decoding_model(model, "bf16")
@@ -193,8 +202,7 @@ def test_bf16_decodes_with_a_bf16_copy_and_leaves_the_model_fp32():
 
 def test_bf16_copy_attends_in_float32_and_its_cache_equals_the_full_forward():
     model = decoding_model(tiny_model(), "bf16")
-    kind = model_module.RelativeMultiheadAttention
-    attention = [m for m in model.modules() if isinstance(m, kind)]
+    attention = [m for m in model.modules() if isinstance(m, RelativeMultiheadAttention)]
     assert attention and all(m.attention_dtype == torch.float32 for m in attention)
     src = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD]])
     tgt = torch.tensor([[BOS, 11, 12, 13, 14, 15], [BOS, 16, 17, 18, 19, 20]])
@@ -211,10 +219,19 @@ def test_bf16_copy_attends_in_float32_and_its_cache_equals_the_full_forward():
         decoding_model(model, "fp16")
 
 
-def test_decode_settings_from_config():
-    cfg = asdict(DecodeConfig())  # device and other extra keys are ignored
-    assert DecodeSettings.from_config(cfg, beam_size=2).beam_size == 2
+def test_check_decode_config_names_the_bad_setting():
+    cfg = DecodeConfig(beam_size=2)
+    check_decode_config(cfg)  # device and the other settings are fine
     with pytest.raises(ValueError, match="nbest"):
-        DecodeSettings.from_config(cfg, beam_size=2, nbest=3)
+        check_decode_config(replace(cfg, beam_size=2, nbest=3))
     with pytest.raises(ValueError, match="precision"):
-        DecodeSettings.from_config(cfg, precision="fp16")
+        check_decode_config(replace(cfg, precision="fp16"))
+    with pytest.raises(ValueError, match="decode.beam_size must be >= 1"):
+        check_decode_config(replace(cfg, beam_size=0, nbest=0))
+    for name in ("max_sentences", "streams"):
+        with pytest.raises(ValueError, match=f"decode.{name} must be >= 1, got 0"):
+            check_decode_config(replace(cfg, **{name: 0}))
+    with pytest.raises(ValueError, match="decode.min_len must be >= 0"):
+        check_decode_config(replace(cfg, min_len=-1))
+    with pytest.raises(TypeError, match="DecodeConfig"):  # a plain dict is not a config
+        check_decode_config(dict(beam_size=2))

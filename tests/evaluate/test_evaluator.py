@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.config import DecodeConfig
 from rpr_nmt.evaluate import evaluate_split, score_corpus
 
 PAD, BOS, EOS, V = 0, 2, 3, 8
@@ -62,7 +63,7 @@ class Letters:
 def test_evaluate_split_writes_aligned_hypotheses_and_record(tmp_path):
     sources = ["x y z", "x", "x y", "p q r s"]
     refs = ["a a", "", "a", "a a b"]
-    decode = dict(beam_size=2, length_penalty=0.6, min_len=0, max_sentences=2, device="cpu")
+    decode = DecodeConfig(beam_size=2, length_penalty=0.6, min_len=0, max_sentences=2, device="cpu")
     scores = evaluate_split(
         CopyLengthModel(), Letters(), sources, refs, decode, "de", tmp_path, "test",
         checkpoint=tmp_path / "x.pt",
