@@ -1,23 +1,29 @@
-"""Typed configuration schemas, registered with Hydra's ConfigStore.
+"""Typed configuration schemas: one dataclass per config group, plain Python.
 
-Values live in configs/*.yaml; this module fixes the names and types, so that a mistyped key or a
-value of the wrong type fails when Hydra composes the config, before any work starts.
+Values live in configs/*.yaml; these classes fix the names, types and defaults. The command-line
+entry points register them with Hydra (rpr_nmt/cli/config_store.py), so that a mistyped key or a
+value of the wrong type fails when the config composes, and hand the composed config to the
+library as these dataclasses (OmegaConf.to_object): a YAML field leads to every use by name.
 
-Each group has one dataclass: DataConfig (configs/data/), ModelConfig (configs/model/), TrainConfig
-(configs/train/), DecodeConfig (configs/decode/). The primary configs train.yaml, evaluate.yaml and
-translate.yaml are validated against TrainJobConfig, EvaluateJobConfig and TranslateJobConfig.
+    DataConfig    configs/data/     corpus, cleaning, BPE, cache
+    ModelConfig   configs/model/    size and position representation (build_model's arguments)
+    TrainConfig   configs/train/    optimiser, schedule, batching, checkpoints, time limit
+    DecodeConfig  configs/decode/   beam search for validation, evaluation and translation
+
+TrainJobConfig, EvaluateJobConfig and TranslateJobConfig are the primary configs of
+rpr-nmt-train, rpr-nmt-evaluate and rpr-nmt-translate. This module imports neither Hydra nor
+OmegaConf: model, data and training code depend on it without depending on the command line.
+A checkpoint stores a TrainJobConfig as plain data (dataclasses.asdict); job_config_from_dict
+reads it back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
-
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+# OmegaConf reads this string as "a value the user must give" (omegaconf.MISSING).
+MISSING = "???"
 
 
 @dataclass
@@ -42,7 +48,7 @@ class DataConfig:
     max_train_source_tokens: int | None = None  # length studies: shorter sources only; null = all
     max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this
     deduplicate: bool = False  # drop repeated (source, target) training pairs
-    cache_dir: str = "${oc.env:RPR_NMT_CACHE,data/cache}"  # BPE models, encoded corpora
+    cache_dir: str = "data/cache"  # BPE models, encoded corpora (YAML: $RPR_NMT_CACHE)
 
 
 @dataclass
@@ -61,7 +67,7 @@ class ModelConfig:
     share_relative_across_heads: bool = False  # True: big model; False: base (per head)
     share_relative_across_layers: bool = False  # one set of tables for all layers of a stack
     tie_embeddings: bool = True  # one matrix for src/tgt embeddings and output
-    pre_norm: bool = False  # LayerNorm before each sublayer, else after the sum
+    pre_norm: bool = True  # LayerNorm before each sublayer (tensor2tensor), else after
 
 
 @dataclass
@@ -111,10 +117,10 @@ class DecodeConfig:
 
 @dataclass
 class TrainJobConfig:
-    data: DataConfig = MISSING
-    model: ModelConfig = MISSING
-    train: TrainConfig = MISSING
-    decode: DecodeConfig = MISSING
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
 @dataclass
@@ -122,7 +128,7 @@ class EvaluateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
     split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
-    decode: DecodeConfig = MISSING
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
 @dataclass
@@ -130,29 +136,32 @@ class TranslateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout
-    decode: DecodeConfig = MISSING
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-def _register() -> None:
-    cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainJobConfig)
-    cs.store(name="evaluate_schema", node=EvaluateJobConfig)
-    cs.store(name="translate_schema", node=TranslateJobConfig)
-    for group, node in (
-        ("data", DataConfig),
-        ("model", ModelConfig),
-        ("train", TrainConfig),
-        ("decode", DecodeConfig),
-    ):
-        cs.store(group=group, name=f"{group}_schema", node=node)
-    if not OmegaConf.has_resolver("or_default"):
-        # Run folders are named after the overrides; an empty override list gets a name too.
-        OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
 
-_register()
+def section_from_dict(cls: type, values: dict[str, Any], where: str) -> Any:
+    """One group's dataclass from plain data; fields the data lacks take today's defaults.
+
+    Raises:
+        ValueError: a key the schema does not have (named, with where it came from).
+    """
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{where} has keys {unknown} that {cls.__name__} does not know")
+    return cls(**values)
 
 
-def to_dict(node: Any) -> dict[str, Any]:
-    """Plain, resolved dict of a config node (what model and data code receive)."""
-    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+def job_config_from_dict(values: dict[str, Any], where: str = "config") -> TrainJobConfig:
+    """The TrainJobConfig that dataclasses.asdict wrote (a checkpoint's "config" entry).
+
+    Checkpoints written before a field existed load with that field's default.
+    """
+    sections = {
+        name: section_from_dict(cls, dict(values.get(name) or {}), f"{where}[{name!r}]")
+        for name, cls in _SECTIONS.items()
+    }
+    return TrainJobConfig(**sections)

@@ -19,6 +19,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,11 @@ from typing import Any
 import torch
 from hydra import compose, initialize_config_dir
 
-from rpr_nmt.config import CONFIG_DIR, to_dict
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
-from rpr_nmt.model import build_model
-from rpr_nmt.train.distributed import DistributedContext, resolve_device
+from rpr_nmt.model import build_model, resolve_device
+from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.monitor import peak_memory_mb
 from rpr_nmt.train.step import autocast_factory, train_step
 
@@ -51,7 +53,7 @@ def data_root() -> Path:
     raise SystemExit("Multi30k not found: set RPR_NMT_DATA to the folder holding multi30k/")
 
 
-def load_config(model: str, max_tokens: int) -> dict[str, Any]:
+def load_config(model: str, max_tokens: int) -> TrainJobConfig:
     """The composed job config: Multi30k En-De, the given model preset, the default recipe."""
     os.environ.setdefault("RPR_NMT_DATA", str(data_root()))
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
@@ -59,15 +61,15 @@ def load_config(model: str, max_tokens: int) -> dict[str, Any]:
             "train",
             overrides=["data=multi30k_en_de", f"model={model}", f"train.max_tokens={max_tokens}"],
         )
-    return {key: to_dict(cfg[key]) for key in ("data", "model", "train")}
+    return to_job_config(cfg)
 
 
-def fixed_batches(config: dict[str, Any], n: int) -> tuple[list[Any], int, int]:
+def fixed_batches(config: TrainJobConfig, n: int) -> tuple[list[Any], int, int]:
     """The first n shuffled training batches (the same for every variant), vocab size, pad id."""
-    data = prepare_data(config["data"], splits=["train"], log=lambda _: None)
+    data = prepare_data(config.data, splits=["train"], log=lambda _: None)
     tok = data.tokenizer
     iterator = BatchIterator(
-        data.splits["train"], max_tokens=config["train"]["max_tokens"], pad_id=tok.pad_id,
+        data.splits["train"], max_tokens=config.train.max_tokens, pad_id=tok.pad_id,
         bos_id=tok.bos_id, eos_id=tok.eos_id, shuffle=True, seed=1,
     )  # fmt: skip
     stream = iter(iterator)
@@ -79,13 +81,12 @@ class Runner:
 
     def __init__(self, config, variant, vocab_size, pad_id, precision, device) -> None:
         torch.manual_seed(1)
-        self.model = build_model(
-            {**config["model"], **VARIANTS[variant]}, vocab_size=vocab_size, pad_id=pad_id
-        ).to(device)
-        train = config["train"]
+        model_cfg = replace(config.model, **VARIANTS[variant])
+        self.model = build_model(model_cfg, vocab_size=vocab_size, pad_id=pad_id).to(device)
+        train = config.train
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1e-4, betas=(train["adam_beta1"], train["adam_beta2"]),
-            eps=train["adam_eps"],
+            self.model.parameters(), lr=1e-4, betas=(train.adam_beta1, train.adam_beta2),
+            eps=train.adam_eps,
         )  # fmt: skip
         self.ctx = DistributedContext(device=device)
         self.autocast = autocast_factory(precision, device)

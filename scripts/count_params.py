@@ -19,6 +19,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from rpr_nmt.config import ModelConfig  # noqa: E402
 from rpr_nmt.model import build_model  # noqa: E402
 
 PRESETS = {
@@ -41,7 +42,7 @@ def main() -> None:
         config = yaml.safe_load((REPO / "configs" / "model" / f"{preset}.yaml").read_text())
         config.pop("defaults", None)
         with torch.device("meta"):  # shapes only: no memory, no initialisation time
-            model = build_model(config, vocab_size=vocab, pad_id=0)
+            model = build_model(ModelConfig(**config), vocab_size=vocab, pad_id=0)
         total, emb = count(model), count(model, "embed.table")
         tables = count(model, "rel_keys") + count(model, "rel_values")
         print(f"| {preset} | {vocab} | {total:,} | {emb:,} | {tables:,} |")

@@ -13,40 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from rpr_nmt.checkpoint import CheckpointError, average_checkpoints, save_checkpoint
-from rpr_nmt.train.runstate import step_checkpoints
-
-
-def checkpoint_paths(inputs: Sequence[str | Path], last: int | None) -> list[Path]:
-    """The checkpoints to average: each run directory's step checkpoints and the files as given,
-    then the last `last` of them when `last` is set.
-
-    Raises:
-        CheckpointError: an input that is neither a checkpoint file nor a folder of step
-            checkpoints, or fewer checkpoints than `last`.
-    """
-    paths: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_file():
-            paths.append(item)
-            continue
-        folder = item / "checkpoints" if (item / "checkpoints").is_dir() else item
-        found = step_checkpoints(folder)
-        if not found:
-            raise CheckpointError(
-                f"{item} is neither a checkpoint file nor a run directory with "
-                "checkpoints/step_*.pt"
-            )
-        paths.extend(found[-last:] if last else found)
-    if last is not None:
-        if len(paths) < last:
-            raise CheckpointError(
-                f"--last {last} asked for, but only {len(paths)} checkpoints found"
-            )
-        paths = paths[-last:]
-    return paths
+from rpr_nmt.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    checkpoint_paths,
+    save_checkpoint,
+)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -80,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointError as e:
         print(f"rpr-nmt-average: error: {e}", file=sys.stderr)
         return 2
-    print(f"averaged {len(paths)} checkpoints (steps up to {averaged.get('step')}) into {out}")
+    print(f"averaged {len(paths)} checkpoints (steps up to {averaged.step}) into {out}")
     for path in paths:
         print(f"  {path}")
     return 0

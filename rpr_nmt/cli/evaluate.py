@@ -2,6 +2,7 @@
 
     rpr-nmt-evaluate checkpoint=runs/train/default/checkpoints/last.pt   # the data's test split
     rpr-nmt-evaluate 'checkpoint=[a.pt,b.pt]' data=multi30k_en_de decode.beam_size=4
+    rpr-nmt-evaluate checkpoint=runs/train/default     # the run's kept step checkpoints, averaged
 
 Prints sacreBLEU with its signature, chrF and the paper-style tokenized BLEU; writes
 hyp_<split>.txt and eval_<split>.json into Hydra's run directory. A missing or unreadable
@@ -10,69 +11,36 @@ checkpoint, bad data or impossible decode settings print one line on stderr and 
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, ListConfig, MissingMandatoryValue
+from omegaconf import DictConfig
 
-from rpr_nmt.checkpoint import CheckpointError
-from rpr_nmt.config import CONFIG_DIR, to_dict
+from rpr_nmt.cli.common import checked_decode_config, checkpoints_of, exit_on_error, job_config
+from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.config import EvaluateJobConfig
 
 PROG = "rpr-nmt-evaluate"
 
 
-class UsageError(Exception):
-    """A setting on the command line that cannot work."""
-
-
-def checkpoint_paths(cfg: DictConfig) -> list[str]:
-    """cfg.checkpoint as a list of paths (one path, or a list to average)."""
-    try:
-        value = cfg.checkpoint
-    except MissingMandatoryValue as e:
-        raise UsageError(
-            "no checkpoint given: add checkpoint=PATH (or 'checkpoint=[a.pt,b.pt]')"
-        ) from e
-    paths = list(value) if isinstance(value, (list, ListConfig)) else [value]
-    if not paths:
-        raise UsageError("checkpoint=[] is empty: give at least one checkpoint path")
-    return [str(p) for p in paths]
-
-
-def decode_settings(cfg: DictConfig) -> dict[str, Any]:
-    """cfg.decode as a plain dict, validated (raises UsageError)."""
-    from rpr_nmt.decode import DecodeSettings
-    from rpr_nmt.decode.translate import resolve_device
-
-    decode = to_dict(cfg.decode)
-    try:
-        DecodeSettings.from_config(decode)
-        resolve_device(decode["device"])
-    except ValueError as e:
-        raise UsageError(str(e)) from e
-    return decode
-
-
-def run(cfg: DictConfig, out_dir: str) -> None:
+def run(job: EvaluateJobConfig, out_dir: str) -> None:
     """Load, decode, score, print and write the files."""
     from rpr_nmt.checkpoint import load_for_inference
     from rpr_nmt.data import read_parallel_text
-    from rpr_nmt.decode.translate import resolve_device
     from rpr_nmt.evaluate import evaluate_split
+    from rpr_nmt.model import resolve_device
 
-    paths, decode = checkpoint_paths(cfg), decode_settings(cfg)
-    device = resolve_device(decode["device"])
+    paths = [str(p) for p in checkpoints_of(job.checkpoint)]
+    decode = checked_decode_config(job.decode)
+    device = resolve_device(decode.device)
     model, tokenizer, config = load_for_inference(paths, device)
-    data_cfg = to_dict(cfg.data) if cfg.get("data") is not None else dict(config["data"])
-    split = cfg.split or data_cfg["test_split"]
+    data_cfg = job.data if job.data is not None else config.data
+    split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
-    setup = f"beam {decode['beam_size']}, alpha {decode['length_penalty']}, {decode['precision']}"
-    print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg['name']} {split}, "
+    setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
+    print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg.name} {split}, "
           f"{len(sources)} sentences; {setup} on {device}", flush=True)  # fmt: skip
     scores = evaluate_split(
-        model, tokenizer, sources, refs, decode, data_cfg["tgt_lang"], out_dir, split,
+        model, tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
         checkpoint=paths, log=print,
     )  # fmt: skip
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
@@ -84,13 +52,8 @@ def run(cfg: DictConfig, out_dir: str) -> None:
 @hydra.main(config_path=CONFIG_DIR, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Evaluate a checkpoint on one split of its (or the given) data."""
-    from rpr_nmt.data import DataError
-
-    try:
-        run(cfg, HydraConfig.get().runtime.output_dir)
-    except (CheckpointError, DataError, UsageError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    out_dir = HydraConfig.get().runtime.output_dir
+    exit_on_error(PROG, lambda: run(job_config(cfg), out_dir))
 
 
 if __name__ == "__main__":

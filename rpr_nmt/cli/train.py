@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
-from rpr_nmt.config import CONFIG_DIR, to_dict
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -36,9 +36,8 @@ def main(cfg: DictConfig) -> None:
     if int(os.environ.get("RANK", "0")) > 0:  # rank 0 alone writes the log
         logging.getLogger().setLevel(logging.WARNING)
     run_dir = HydraConfig.get().runtime.output_dir
-    config = {key: to_dict(cfg[key]) for key in ("data", "model", "train", "decode")}
     try:
-        train(config, run_dir)
+        train(to_job_config(cfg), run_dir)
     except (DataError, CheckpointError, SettingsError) as e:
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -16,9 +16,15 @@ from collections.abc import Sequence
 import hydra
 from omegaconf import DictConfig
 
-from rpr_nmt.checkpoint import CheckpointError
-from rpr_nmt.cli.evaluate import UsageError, checkpoint_paths, decode_settings
-from rpr_nmt.config import CONFIG_DIR
+from rpr_nmt.cli.common import (
+    UsageError,
+    checked_decode_config,
+    checkpoints_of,
+    exit_on_error,
+    job_config,
+)
+from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.config import TranslateJobConfig
 
 PROG = "rpr-nmt-translate"
 
@@ -43,42 +49,36 @@ def format_output(nbest: Sequence[Sequence[tuple[str, float]]], n: int) -> list[
     ]
 
 
-def run(cfg: DictConfig) -> None:
+def run(job: TranslateJobConfig) -> None:
+    """Read, translate, write."""
     from rpr_nmt.checkpoint import load_for_inference
     from rpr_nmt.decode import translate
-    from rpr_nmt.decode.translate import resolve_device
+    from rpr_nmt.model import resolve_device
 
-    paths, decode = checkpoint_paths(cfg), decode_settings(cfg)
-    sentences = read_input(cfg.input)
-    model, tokenizer, _ = load_for_inference(paths, resolve_device(decode["device"]))
+    paths, decode = checkpoints_of(job.checkpoint), checked_decode_config(job.decode)
+    sentences = read_input(job.input)
+    model, tokenizer, _ = load_for_inference(paths, resolve_device(decode.device))
     results = translate(model, tokenizer, sentences, decode)
     texts = [
         [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
         for hyps in results
     ]
-    lines = format_output(texts, decode["nbest"])
-    text = "".join(line + "\n" for line in lines)
-    if cfg.output == "-":
+    text = "".join(line + "\n" for line in format_output(texts, decode.nbest))
+    if job.output == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
-    else:
-        try:
-            with open(cfg.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise UsageError(f"cannot write output={cfg.output}: {e.strerror}") from e
+        return
+    try:
+        with open(job.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write output={job.output}: {e.strerror}") from e
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="translate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Translate cfg.input (or stdin) into cfg.output (or stdout)."""
-    from rpr_nmt.data import DataError
-
-    try:
-        run(cfg)
-    except (CheckpointError, DataError, UsageError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    exit_on_error(PROG, lambda: run(job_config(cfg)))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sentencepiece as spm
 
+from rpr_nmt.config import DataConfig
 from rpr_nmt.data.cache import atomic_write
 from rpr_nmt.data.errors import DataError
 from rpr_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, default_threads
@@ -17,10 +18,10 @@ from rpr_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, de
 BPE_SEED = 0  # seeds the sentence sample, so the same inputs give the same model
 
 
-def bpe_settings(data_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def bpe_settings(data_cfg: DataConfig) -> dict[str, Any]:
     """The config values that shape the BPE model (part of its cache key)."""
     keys = ("vocab_size", "bpe_sample_sentences", "bpe_character_coverage", "deduplicate")
-    return {k: data_cfg[k] for k in keys}
+    return {k: getattr(data_cfg, k) for k in keys}
 
 
 def bpe_cache_path(cache_dir: str | Path, name: str, key: str) -> Path:
@@ -82,7 +83,7 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
 
 
 def load_or_train_bpe(
-    data_cfg: Mapping[str, Any],
+    data_cfg: DataConfig,
     key: str,
     text: Callable[[], tuple[list[str], list[str]]],
     log: Callable[[str], Any] = print,
@@ -98,17 +99,17 @@ def load_or_train_bpe(
     Returns:
         (tokenizer, reused): reused is True when the model came from the cache.
     """
-    path = bpe_cache_path(data_cfg["cache_dir"], data_cfg["name"], key)
+    path = bpe_cache_path(data_cfg.cache_dir, data_cfg.name, key)
     if path.is_file():
         tok = Tokenizer.from_file(path)
         log(f"[data] BPE: reusing {path} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})")
         return tok, True
     src, tgt = text()
-    sentences = sample_sentences(src, tgt, data_cfg["bpe_sample_sentences"])
+    sentences = sample_sentences(src, tgt, data_cfg.bpe_sample_sentences)
     proto = train_bpe(
         sentences,
-        vocab_size=data_cfg["vocab_size"],
-        character_coverage=data_cfg["bpe_character_coverage"],
+        vocab_size=data_cfg.vocab_size,
+        character_coverage=data_cfg.bpe_character_coverage,
     )
     atomic_write(path, proto)
     tok = Tokenizer(proto)

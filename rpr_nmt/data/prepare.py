@@ -1,6 +1,6 @@
 """prepare_data: raw text -> cleaned training pairs -> joint BPE -> encoded, cached splits.
 
-Cache layout under data_cfg["cache_dir"] (each name carries 16 hex digits of its key):
+Cache layout under data_cfg.cache_dir (each name carries 16 hex digits of its key):
     bpe/{name}-v{key}.model              key: training text fingerprint + BPE settings
     encoded/{name}-{split}-v{key}.npz    key: split fingerprint + filters (train) + BPE sha256
     encoded/{name}-train-v{key}.json     the training set's cleaning report
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.config import DataConfig
 from rpr_nmt.data.bpe import bpe_settings, load_or_train_bpe
 from rpr_nmt.data.cache import atomic_write, hash_key
 from rpr_nmt.data.cleaning import CleaningReport, drop_empty_and_duplicates, length_mask
@@ -45,17 +46,17 @@ class PreparedData:
     cleaning: CleaningReport | None = None
 
 
-def _describe(cfg: Mapping[str, Any]) -> str:
-    names = ", ".join(cfg["train_splits"])
-    if cfg["source"] == "hub":
-        return f"hub dataset {cfg['hub_dataset']} splits {names}"
-    return f"{cfg['root']}/{{{names}}}.{{{cfg['src_lang']},{cfg['tgt_lang']}}}"
+def _describe(cfg: DataConfig) -> str:
+    names = ", ".join(cfg.train_splits)
+    if cfg.source == "hub":
+        return f"hub dataset {cfg.hub_dataset} splits {names}"
+    return f"{cfg.root}/{{{names}}}.{{{cfg.src_lang},{cfg.tgt_lang}}}"
 
 
 class _TrainText:
     """The cleaned training text, read and cleaned at most once, and only when a cache misses."""
 
-    def __init__(self, cfg: Mapping[str, Any], log: Log) -> None:
+    def __init__(self, cfg: DataConfig, log: Log) -> None:
         self.cfg, self.log = cfg, log
         self._value: tuple[list[str], list[str], CleaningReport] | None = None
 
@@ -64,43 +65,39 @@ class _TrainText:
             cfg, report = self.cfg, CleaningReport()
             src, tgt = read_parallel_text(cfg, TRAIN)
             src, tgt = drop_empty_and_duplicates(
-                src, tgt, deduplicate=cfg["deduplicate"], report=report
+                src, tgt, deduplicate=cfg.deduplicate, report=report
             )
             report.kept = len(src)
-            report.check_nonempty(
-                _describe(cfg), cfg["max_tokens_per_sentence"], cfg["max_length_ratio"]
-            )
+            report.check_nonempty(_describe(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio)
             self._value = (src, tgt, report)
         return self._value
 
 
 def _encode_train(
-    cfg: Mapping[str, Any], tok: Tokenizer, text: _TrainText
+    cfg: DataConfig, tok: Tokenizer, text: _TrainText
 ) -> tuple[EncodedCorpus, CleaningReport]:
     src, tgt, report = text()
     corpus = EncodedCorpus.encode(tok, src, tgt)
-    max_tokens, max_ratio = cfg["max_tokens_per_sentence"], cfg["max_length_ratio"]
+    max_tokens, max_ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
     keep = length_mask(
         corpus.src_lengths,
         corpus.tgt_lengths,
         max_tokens=max_tokens,
         max_ratio=max_ratio,
         report=report,
-        max_source_tokens=cfg["max_train_source_tokens"],
+        max_source_tokens=cfg.max_train_source_tokens,
     )
     report.check_nonempty(_describe(cfg), max_tokens, max_ratio)
     return corpus.select(keep), report
 
 
-def prepare_data(
-    data_cfg: Mapping[str, Any], *, splits: Sequence[str], log: Log = print
-) -> PreparedData:
+def prepare_data(data_cfg: DataConfig, *, splits: Sequence[str], log: Log = print) -> PreparedData:
     """Load, clean, BPE-encode and cache the requested splits, reusing every cached step.
 
     Args:
-        data_cfg: plain mapping with the DataConfig fields (resolved: no interpolations left).
+        data_cfg: the data config (resolved: no interpolations left).
         splits: split names to encode; "train" means the cleaned concatenation of
-            data_cfg["train_splits"],
+            data_cfg.train_splits,
             other names (valid_split, test_split, ...) are encoded as they are, uncleaned.
         log: receives progress lines and the cleaning counts.
 
@@ -111,11 +108,8 @@ def prepare_data(
         DataError: missing, unreadable or misaligned input, or an empty training set after
             filtering.
     """
-    cfg = dict(data_cfg)
-    missing = [k for k in _REQUIRED if k not in cfg]
-    if missing:
-        raise DataError(f"data config lacks {missing}; pass the DataConfig fields as a plain dict")
-    cache = Path(cfg["cache_dir"])
+    cfg = data_cfg
+    cache = Path(cfg.cache_dir)
     if "${" in str(cache):
         raise DataError(
             f"data.cache_dir is unresolved ({cache}); resolve the config before prepare_data"
@@ -131,11 +125,11 @@ def prepare_data(
     for split in splits:
         is_train = split == TRAIN
         fp = train_fp if is_train else source_fingerprint(cfg, split)
-        filters = (cfg["deduplicate"], cfg["max_tokens_per_sentence"], cfg["max_length_ratio"])
-        if cfg["max_train_source_tokens"] is not None:  # keeps earlier cache keys valid
-            filters += (cfg["max_train_source_tokens"],)
+        filters = (cfg.deduplicate, cfg.max_tokens_per_sentence, cfg.max_length_ratio)
+        if cfg.max_train_source_tokens is not None:  # keeps earlier cache keys valid
+            filters += (cfg.max_train_source_tokens,)
         key = hash_key("encoded", fp, filters if is_train else (), tok.sha256)
-        path = cache / "encoded" / f"{cfg['name']}-{split}-v{key[:16]}.npz"
+        path = cache / "encoded" / f"{cfg.name}-{split}-v{key[:16]}.npz"
         report_path = path.with_suffix(".json")
         reused = path.is_file() and (not is_train or report_path.is_file())
         if reused:
@@ -150,7 +144,7 @@ def prepare_data(
             corpus = EncodedCorpus.encode(tok, *read_parallel_text(cfg, split))
             corpus.save(path)
         if is_train and out.cleaning is not None:
-            max_tokens, ratio = cfg["max_tokens_per_sentence"], cfg["max_length_ratio"]
+            max_tokens, ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
             log(f"[data] train cleaning: {out.cleaning.summary(max_tokens, ratio)}")
         how = "cached" if reused else "encoded"
         log(
@@ -161,12 +155,3 @@ def prepare_data(
         out.reused[split] = reused
     log(f"[data] prepared {list(splits)} in {time.perf_counter() - start:.1f} s")
     return out
-
-
-_REQUIRED = (
-    "name", "source", "root", "src_lang", "tgt_lang", "train_splits", "hub_dataset", "hub_config",
-    "hub_splits", "streaming", "max_train_pairs", "vocab_size", "bpe_sample_sentences",
-    "bpe_character_coverage", "max_tokens_per_sentence", "max_length_ratio", "deduplicate",
-    "max_train_source_tokens",
-    "cache_dir",
-)  # fmt: skip

@@ -10,13 +10,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import itertools
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.config import DataConfig
 from rpr_nmt.data.errors import DataError
 
-TRAIN = "train"  # split name meaning "the concatenation of data_cfg['train_splits']"
+TRAIN = "train"  # split name meaning "the concatenation of data_cfg.train_splits"
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -91,8 +91,8 @@ def read_local_pair(
     return src, tgt
 
 
-def _hub_split(cfg: Mapping[str, Any], split: str) -> str:
-    hub_splits = cfg["hub_splits"] or {}
+def _hub_split(cfg: DataConfig, split: str) -> str:
+    hub_splits = cfg.hub_splits or {}
     if split not in hub_splits:
         raise DataError(
             f"split '{split}' has no entry in data.hub_splits ({dict(hub_splits)}); add e.g. "
@@ -115,7 +115,7 @@ def _columns(features: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[s
 
 
 def read_hub_pair(
-    cfg: Mapping[str, Any], split: str, limit: int | None = None
+    cfg: DataConfig, split: str, limit: int | None = None
 ) -> tuple[list[str], list[str]]:
     """Source and target lines of one split loaded with `datasets.load_dataset`.
 
@@ -134,12 +134,12 @@ def read_hub_pair(
     """
     import datasets  # deferred: importing datasets costs about a second
 
-    src_lang, tgt_lang = cfg["src_lang"], cfg["tgt_lang"]
-    name, config = cfg["hub_dataset"], cfg["hub_config"] or None
+    src_lang, tgt_lang = cfg.src_lang, cfg.tgt_lang
+    name, config = cfg.hub_dataset, cfg.hub_config or None
     hub_split = _hub_split(cfg, split)
     where = f"hub dataset {name!r} (config {config}, split {hub_split})"
     try:
-        ds = datasets.load_dataset(name, config, split=hub_split, streaming=cfg["streaming"])
+        ds = datasets.load_dataset(name, config, split=hub_split, streaming=cfg.streaming)
     except Exception as e:  # noqa: BLE001 - network, missing dataset or split: all end the same way
         raise DataError(
             f"could not load {where}: {type(e).__name__}: {e}. Without access to the Hugging Face "
@@ -170,16 +170,16 @@ def read_hub_pair(
     return list(ds[columns[0]]), list(ds[columns[1]])
 
 
-def _split_names(cfg: Mapping[str, Any], split: str) -> list[str]:
-    return list(cfg["train_splits"]) if split == TRAIN else [split]
+def _split_names(cfg: DataConfig, split: str) -> list[str]:
+    return list(cfg.train_splits) if split == TRAIN else [split]
 
 
-def read_parallel_text(data_cfg: Mapping[str, Any], split: str) -> tuple[list[str], list[str]]:
+def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     """The raw, uncleaned, line-aligned text of a split (references for BLEU, sources to translate).
 
     Args:
         data_cfg: the data config, keys as in DataConfig.
-        split: a split name; "train" means the concatenation of data_cfg["train_splits"], in order,
+        split: a split name; "train" means the concatenation of data_cfg.train_splits, in order,
             capped at max_train_pairs.
 
     Returns:
@@ -188,10 +188,10 @@ def read_parallel_text(data_cfg: Mapping[str, Any], split: str) -> tuple[list[st
     Raises:
         DataError: missing, unreadable or misaligned input.
     """
-    source = data_cfg["source"]
+    source = data_cfg.source
     if source not in ("local", "hub"):
         raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
-    limit = data_cfg["max_train_pairs"] if split == TRAIN else None
+    limit = data_cfg.max_train_pairs if split == TRAIN else None
     src: list[str] = []
     tgt: list[str] = []
     for name in _split_names(data_cfg, split):
@@ -201,9 +201,7 @@ def read_parallel_text(data_cfg: Mapping[str, Any], split: str) -> tuple[list[st
             left = None if limit is None else limit - len(src)
             s, t = read_hub_pair(data_cfg, name, left)
         else:
-            s, t = read_local_pair(
-                data_cfg["root"], name, data_cfg["src_lang"], data_cfg["tgt_lang"]
-            )
+            s, t = read_local_pair(data_cfg.root, name, data_cfg.src_lang, data_cfg.tgt_lang)
         src += s
         tgt += t
     if limit is not None:
@@ -211,7 +209,7 @@ def read_parallel_text(data_cfg: Mapping[str, Any], split: str) -> tuple[list[st
     return src, tgt
 
 
-def source_fingerprint(data_cfg: Mapping[str, Any], split: str) -> str:
+def source_fingerprint(data_cfg: DataConfig, split: str) -> str:
     """A hash that changes whenever the raw text of a split may change, without decoding it.
 
     Local files are hashed byte for byte (cheap: the compressed bytes). Hub splits are identified by
@@ -219,16 +217,16 @@ def source_fingerprint(data_cfg: Mapping[str, Any], split: str) -> str:
     streaming them again.
     """
     h = hashlib.sha256()
-    h.update(f"{data_cfg['source']}|{data_cfg['src_lang']}|{data_cfg['tgt_lang']}|".encode())
+    h.update(f"{data_cfg.source}|{data_cfg.src_lang}|{data_cfg.tgt_lang}|".encode())
     if split == TRAIN:
-        h.update(f"max_train_pairs={data_cfg['max_train_pairs']}|".encode())
+        h.update(f"max_train_pairs={data_cfg.max_train_pairs}|".encode())
     for name in _split_names(data_cfg, split):
-        if data_cfg["source"] == "hub":
-            hub = (data_cfg["hub_dataset"], data_cfg["hub_config"], _hub_split(data_cfg, name))
+        if data_cfg.source == "hub":
+            hub = (data_cfg.hub_dataset, data_cfg.hub_config, _hub_split(data_cfg, name))
             h.update(repr(hub).encode())
             continue
-        for lang in (data_cfg["src_lang"], data_cfg["tgt_lang"]):
-            path = local_path(data_cfg["root"], name, lang)
+        for lang in (data_cfg.src_lang, data_cfg.tgt_lang):
+            path = local_path(data_cfg.root, name, lang)
             h.update(f"{name}.{lang}|".encode())
             with open(path, "rb") as f:
                 for chunk in iter(lambda f=f: f.read(1 << 20), b""):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from rpr_nmt.model import resolve_device
 from rpr_nmt.train.errors import SettingsError
 
 
@@ -64,20 +65,6 @@ class DistributedContext:
         self.owns_group = False
 
 
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """Map train.device ("auto", "cpu", "cuda") to a torch device; "cuda" without a GPU fails."""
-    if name not in ("auto", "cpu", "cuda"):
-        raise SettingsError(f"train.device={name!r} is not a device; use auto, cpu or cuda")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SettingsError(
-            "train.device=cuda but no CUDA device is visible; use train.device=cpu or auto"
-        )
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
-
-
 def init_distributed(device_name: str) -> DistributedContext:
     """Read torchrun's environment and join the process group (nccl on CUDA, gloo on CPU).
 
@@ -86,7 +73,12 @@ def init_distributed(device_name: str) -> DistributedContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(device_name, local_rank)
+    try:
+        device = resolve_device(device_name, local_rank)
+    except ValueError as e:
+        raise SettingsError(f"train.device: {e}") from e
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if world_size == 1:
         return DistributedContext(device=device)
     owns = False

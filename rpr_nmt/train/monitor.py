@@ -43,9 +43,21 @@ class Monitor:
         enabled: False on ranks other than 0.
         start_step: updates already done (a resumed run's bar starts there).
         max_steps: the last update.
+        time_limit_minutes: train.max_time_minutes; when set, the bar counts the seconds of the
+            limit instead of updates, so that its total and ETA follow the limit.
+        run_seconds: seconds of the run already spent (earlier sessions count against the limit).
     """
 
-    def __init__(self, run_dir: Path, *, enabled: bool, start_step: int, max_steps: int) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        enabled: bool,
+        start_step: int,
+        max_steps: int,
+        time_limit_minutes: float | None = None,
+        run_seconds: float = 0.0,
+    ) -> None:
         self.enabled = enabled
         self.writer = None
         self.bar = None
@@ -56,17 +68,31 @@ class Monitor:
 
         self.writer = SummaryWriter(log_dir=str(run_dir / "tb"), purge_step=start_step + 1)
         self.metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self.bar = tqdm(
-            total=max_steps, initial=start_step, desc="train", unit="step", dynamic_ncols=True
-        )
+        self.timed = time_limit_minutes is not None
+        if self.timed:
+            total = max(round(time_limit_minutes * 60), 1)
+            bar = dict(total=total, initial=min(round(run_seconds), total), unit="s")
+        else:
+            bar = dict(total=max_steps, initial=start_step, unit="step")
+        self.bar = tqdm(desc="train", dynamic_ncols=True, **bar)
 
     def step(self, step: int, figures: dict[str, float]) -> None:
-        """Advance the bar by one update and show its figures (loss, lr, tokens/s, and the
-        minutes left under train.max_time_minutes when the trainer passes `minutes_left`)."""
+        """Advance the bar and show the update's figures (loss, lr, tokens/s).
+
+        Under a time limit the trainer also passes `run_seconds` (the bar moves to it) and
+        `minutes_left` (shown), and the update count appears as `step`.
+        """
         if self.bar is not None:
-            self.bar.update(1)
+            time_limit: dict[str, str] = {}
+            if self.timed:
+                seconds = min(round(figures["run_seconds"]), self.bar.total)
+                self.bar.update(seconds - self.bar.n)
+                time_limit["step"] = str(step)
+            else:
+                self.bar.update(1)
             left = figures.get("minutes_left")
-            time_limit = {} if left is None else {"time_left": f"{max(left, 0.0):.1f}min"}
+            if left is not None:
+                time_limit["time_left"] = f"{max(left, 0.0):.1f}min"
             self.bar.set_postfix(
                 loss=f"{figures['loss']:.3f}", lr=f"{figures['lr']:.2e}",
                 tok_s=f"{figures['tokens_per_sec']:.0f}", **time_limit, refresh=False,

@@ -5,42 +5,68 @@
                   -> every save_every (and at a new best): checkpoint, the last N kept
     at the end:   validation, checkpoint, averaging, evaluation (valid, test), train_summary.json
 
-The trainer takes the composed job config as a plain dict (data, model, train, decode); it never
-imports Hydra.
+The trainer takes the composed job config as its dataclass (rpr_nmt.config.TrainJobConfig); it
+never imports Hydra. What it saves is a rpr_nmt.checkpoint.TrainingState.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import logging
-import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
+from copy import deepcopy
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
-from rpr_nmt.train import runstate
+from rpr_nmt.checkpoint import (
+    BestSoFar,
+    CheckpointError,
+    Progress,
+    TrainingState,
+    average_last,
+    load_checkpoint,
+    write_step_checkpoint,
+)
+from rpr_nmt.config import TrainJobConfig
+from rpr_nmt.train import rng
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
 from rpr_nmt.train.errors import DivergenceError, SettingsError
 from rpr_nmt.train.monitor import Monitor, TrainWindow, peak_memory_mb, write_summary
 from rpr_nmt.train.schedule import Schedule
+from rpr_nmt.train.setup import (
+    build_optimizer,
+    check_settings,
+    load_training_data,
+    seed_everything,
+    wrap_model,
+)
 from rpr_nmt.train.signals import StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
-from rpr_nmt.train.validation import evaluate_at_end, validation_bleu, validation_loss
+from rpr_nmt.train.validation import (
+    evaluate_at_end,
+    is_better,
+    validation_bleu,
+    validation_loss,
+)
 
 log = logging.getLogger("rpr_nmt.train")
 
+Clock = Callable[[], float]  # seconds, monotonic (time.perf_counter)
 
-def train(config: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:
+
+class StopRequest(Protocol):
+    """Anything whose `requested` turns True when training should stop (StopSignals: SIGTERM)."""
+
+    requested: bool
+
+
+def train(config: TrainJobConfig, run_dir: str | Path) -> dict[str, Any]:
     """Train (or resume) the run in `run_dir`; returns what train_summary.json holds.
-
-    Args:
-        config: plain dict with the data, model, train and decode sections (rpr_nmt.config fields).
-        run_dir: the run directory; checkpoints/last.pt there is resumed from.
 
     Raises:
         DataError, CheckpointError: bad data or an incompatible checkpoint.
@@ -54,36 +80,48 @@ class Trainer:
     """One training run. See the module docstring for the loop.
 
     Args:
-        config: the composed job config as a plain dict (data, model, train, decode).
-        run_dir: the run directory.
+        config: the composed job config (data, model, train, decode).
+        run_dir: the run directory; checkpoints/last.pt there is resumed from.
+        clock: wall time in seconds, for train.max_time_minutes and speed (tests pass their own).
+        stop: a stop request to obey instead of SIGINT / SIGTERM (tests pass their own).
     """
 
-    def __init__(self, config: Mapping[str, Any], run_dir: str | Path) -> None:
-        self.config = copy.deepcopy(dict(config))
-        self.cfg = self.config["train"]
+    def __init__(
+        self,
+        config: TrainJobConfig,
+        run_dir: str | Path,
+        *,
+        clock: Clock = time.perf_counter,
+        stop: StopRequest | None = None,
+    ) -> None:
+        self.config = deepcopy(config)
+        self.cfg = self.config.train
         self.run_dir = Path(run_dir)
         self.checkpoint_dir = self.run_dir / "checkpoints"
+        self.clock, self.stop_request = clock, stop
         self.step = 0
-        # metric_value: the best train.best_metric figure so far, reached at update `step`.
-        self.best: dict[str, Any] = {
-            "valid_loss": None, "valid_bleu": None, "metric_value": None, "step": None
-        }  # fmt: skip
+        self.best = BestSoFar()
         self.best_pending = False  # a new best awaits the next checkpoint
         self.last_train_loss: float | None = None
-        # Totals of the earlier sessions of this run (from the checkpoint): wall seconds, and the
-        # training tokens and seconds behind the run's tokens/s.
-        self.earlier = {"run_seconds": 0.0, "train_tokens": 0, "train_seconds": 0.0}
+        self.earlier = (
+            Progress()
+        )  # totals of the earlier sessions of this run (from the checkpoint)
         self.stopped_by = "max_steps"
         self.validated_at: int | None = None
         self.saved_at: int | None = None
 
     def run(self) -> dict[str, Any]:
         """Set up, train, finish; always release the process group, signal handlers and files."""
-        self.started = time.perf_counter()
-        self.ctx: DistributedContext = init_distributed(self.cfg["device"])
+        self.started = self.clock()
+        self.ctx: DistributedContext = init_distributed(self.cfg.device)
         self.monitor: Monitor | None = None
+        stop = (
+            StopSignals()
+            if self.stop_request is None
+            else contextlib.nullcontext(self.stop_request)
+        )
         try:
-            with StopSignals() as self.signals, logging_redirect_tqdm():
+            with stop as self.signals, logging_redirect_tqdm():
                 self._setup()
                 self._train()
                 return self._finish()
@@ -97,75 +135,36 @@ class Trainer:
         from rpr_nmt.model import build_model
 
         cfg, ctx = self.cfg, self.ctx
-        _check_settings(cfg)
-        self.autocast = autocast_factory(cfg["precision"], ctx.device)
-        _seed_everything(cfg["seed"])
-        self._load_data()
-        tok = self.tokenizer
-        self.model = build_model(self.config["model"], vocab_size=tok.vocab_size, pad_id=tok.pad_id)
+        check_settings(cfg)
+        self.autocast = autocast_factory(cfg.precision, ctx.device)
+        seed_everything(cfg.seed)
+        data = load_training_data(self.config, ctx, self.run_dir, log)
+        self.tokenizer = tok = data.tokenizer
+        self.train_iterator, self.valid_iterator = data.train_batches, data.valid_batches
+        self.bleu_text = data.bleu_text
+        self.model = build_model(self.config.model, vocab_size=tok.vocab_size, pad_id=tok.pad_id)
         self.model.to(ctx.device)
         self.n_parameters = sum(p.numel() for p in self.model.parameters())
         if ctx.rank > 0:  # the same initial weights on every rank, different dropout masks
-            torch.manual_seed(cfg["seed"] + ctx.rank)
-        self.optimizer = _build_optimizer(self.model, cfg)
+            torch.manual_seed(cfg.seed + ctx.rank)
+        self.optimizer = build_optimizer(self.model, cfg)
         self.schedule = Schedule(
-            schedule=cfg["schedule"], lr=cfg["lr"], warmup_steps=cfg["warmup_steps"],
-            d_model=self.config["model"]["d_model"],
+            schedule=cfg.schedule, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
+            d_model=self.config.model.d_model,
         )  # fmt: skip
-        self.scaler = torch.amp.GradScaler("cuda") if cfg["precision"] == "fp16" else None
+        self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
         self._resume()
-        self.forward_model = self._wrap(self.model)
+        self.forward_model = wrap_model(self.model, ctx, compile=cfg.compile)
         self.batches = iter(self.train_iterator)
-        self.guard = NonFiniteGuard(cfg["max_bad_steps"])
+        self.guard = NonFiniteGuard(cfg.max_bad_steps)
         self.monitor = Monitor(
-            self.run_dir, enabled=ctx.is_main, start_step=self.step, max_steps=cfg["max_steps"]
-        )
+            self.run_dir, enabled=ctx.is_main, start_step=self.step, max_steps=cfg.max_steps,
+            time_limit_minutes=cfg.max_time_minutes, run_seconds=self.earlier.run_seconds,
+        )  # fmt: skip
         log.info(
             "model: %d parameters | device %s | %s | world size %d | starting at update %d",
-            self.n_parameters, ctx.device, cfg["precision"], ctx.world_size, self.step,
+            self.n_parameters, ctx.device, cfg.precision, ctx.world_size, self.step,
         )  # fmt: skip
-
-    def _load_data(self) -> None:
-        """Tokenizer, train and valid batch iterators (sharded by rank), text for valid BLEU."""
-        from rpr_nmt.data import BatchIterator, prepare_data, read_parallel_text
-
-        cfg, ctx, data_cfg = self.cfg, self.ctx, self.config["data"]
-        if ctx.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        splits = ["train", data_cfg["valid_split"]]
-        if not ctx.is_main:  # rank 0 trains or caches the BPE model and the encoded splits first
-            ctx.barrier()
-        data = prepare_data(data_cfg, splits=splits, log=log.info if ctx.is_main else _quiet)
-        if ctx.is_main:
-            ctx.barrier()
-        self.tokenizer = tok = data.tokenizer
-        batching = dict(pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, seed=cfg["seed"])
-        self.train_iterator = BatchIterator(
-            data.splits["train"], max_tokens=cfg["max_tokens"], shuffle=True, rank=ctx.rank,
-            world_size=ctx.world_size, **batching,
-        )  # fmt: skip
-        self.valid_iterator = BatchIterator(
-            data.splits[data_cfg["valid_split"]], max_tokens=cfg["max_tokens"], shuffle=False,
-            rank=ctx.rank, world_size=ctx.world_size, **batching,
-        )  # fmt: skip
-        self.bleu_text = None
-        if cfg["valid_bleu"] and ctx.is_main:  # rank 0 alone decodes
-            sources, references = read_parallel_text(data_cfg, data_cfg["valid_split"])
-            n = cfg["valid_bleu_sentences"]
-            self.bleu_text = (sources[:n], references[:n])
-
-    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """DistributedDataParallel across ranks, then torch.compile when asked."""
-        if self.ctx.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-            model = DistributedDataParallel(model, device_ids=ids)
-        if self.cfg["compile"]:
-            # Static shapes: with dynamic shapes, inductor fails on the relative-position index
-            # arithmetic (torch 2.13); each new batch shape compiles anew, up to dynamo's limit.
-            model = torch.compile(model, dynamic=False)
-        return model
 
     def _resume(self) -> None:
         """Continue from checkpoints/last.pt when the run directory has one."""
@@ -173,64 +172,64 @@ class Trainer:
         if not path.is_file():
             return
         state = load_checkpoint(path)
-        runstate.check_compatible(state, self.config, self.tokenizer.sha256, path)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scaler is not None and state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        self.train_iterator.load_state_dict(state["data_state"])
-        runstate.restore_rng(state, self.ctx)
-        self.step = self.saved_at = int(state["step"])
-        self.best.update(state.get("best") or {})
-        progress = state.get("progress") or {}
-        self.last_train_loss = progress.get("train_loss")
-        self.earlier.update({key: progress[key] for key in self.earlier if key in progress})
+        state.check_resumable(self.config, self.tokenizer.sha256, path)
+        self.model.load_state_dict(state.model)
+        self.optimizer.load_state_dict(state.optimizer)
+        if self.scaler is not None and state.scaler:
+            self.scaler.load_state_dict(state.scaler)
+        self.train_iterator.load_state_dict(state.data_state)
+        rng.restore_rng(state.rng_per_rank, self.ctx)
+        self.step = self.saved_at = state.step
+        self.best = state.best
+        self.last_train_loss = state.progress.train_loss
+        self.earlier = state.progress
         log.info(
             "resumed from %s at update %d (%.1f min of earlier sessions)",
-            path, self.step, self.earlier["run_seconds"] / 60,
+            path, self.step, self.earlier.run_seconds / 60,
         )  # fmt: skip
 
     # ------------------------------------------------------------------------------------- loop
     def _train(self) -> None:
         cfg, ctx = self.cfg, self.ctx
-        max_steps, update_freq = cfg["max_steps"], cfg["update_freq"]
-        self.session = {"steps": 0, "tokens": 0, "seconds": 0.0}
+        self.session = Progress()  # this session's updates are counted in `session_steps`
+        self.session_steps = 0
         window = TrainWindow()
-        left = self._minutes_left(self.earlier["run_seconds"])
+        left = self._minutes_left(self.earlier.run_seconds)
         if left is not None and left < 0:
             # A resumed run whose earlier sessions used up the time limit trains no further.
             self.stopped_by = "time_limit"
             return
-        while self.step < max_steps:
+        while self.step < cfg.max_steps:
             left = self._minutes_left(self._run_seconds())
             timed_out = left is not None and left < 0
-            batches = [next(self.batches) for _ in range(update_freq)]
+            batches = [next(self.batches) for _ in range(cfg.update_freq)]
             lr = self.schedule(self.step + 1)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            t0 = time.perf_counter()
+            t0 = self.clock()
             result = train_step(
                 self.forward_model, self.optimizer, batches, ctx=ctx, autocast=self.autocast,
                 scaler=self.scaler, pad_id=self.tokenizer.pad_id,
-                label_smoothing=cfg["label_smoothing"], clip_norm=cfg["clip_norm"],
+                label_smoothing=cfg.label_smoothing, clip_norm=cfg.clip_norm,
                 stop=self.signals.requested or timed_out,
             )  # fmt: skip
-            seconds = time.perf_counter() - t0
+            seconds = self.clock() - t0
             if result.applied:
                 self.step += 1
                 self.last_train_loss = result.loss
             else:
                 self.monitor.warn(f"non-finite loss or gradient at update {self.step + 1}: skipped")
-            self.session["steps"] += int(result.applied)
-            self.session["tokens"] += result.n_src_tokens + result.n_tgt_tokens
-            self.session["seconds"] += seconds
+            self.session_steps += int(result.applied)
+            self.session.train_tokens += result.n_src_tokens + result.n_tgt_tokens
+            self.session.train_seconds += seconds
             window.add(result, lr, seconds)
             figures = {"loss": result.loss, "lr": lr, **self._speed()}
-            left = self._minutes_left(self._run_seconds())
-            if left is not None:  # the bar's ETA counts steps; show the time limit too
-                figures["minutes_left"] = left
+            run_seconds = self._run_seconds()
+            left = self._minutes_left(run_seconds)
+            if left is not None:  # under a time limit the bar counts the limit's seconds
+                figures.update(minutes_left=left, run_seconds=run_seconds)
             self.monitor.step(self.step, figures)
-            if result.applied and (self.step % cfg["log_every"] == 0 or self.step == max_steps):
+            if result.applied and (self.step % cfg.log_every == 0 or self.step == cfg.max_steps):
                 self.monitor.train(self.step, window.figures())
                 window = TrainWindow()
             try:
@@ -243,46 +242,48 @@ class Trainer:
             if result.stop or (not ctx.distributed and self.signals.requested):
                 self.stopped_by = "signal" if self.signals.requested else "time_limit"
                 break
-            if result.applied and self.step % cfg["valid_every"] == 0:
+            if result.applied and self.step % cfg.valid_every == 0:
                 self._validate()
             # A new best is saved at once, so that best.pt holds the weights that scored best.
-            if result.applied and (self.step % cfg["save_every"] == 0 or self.best_pending):
+            if result.applied and (self.step % cfg.save_every == 0 or self.best_pending):
                 self._save()
 
     def _run_seconds(self) -> float:
         """Wall time of the whole run: earlier sessions (resumed from) plus this one."""
-        return self.earlier["run_seconds"] + time.perf_counter() - self.started
+        return self.earlier.run_seconds + self.clock() - self.started
 
     def _minutes_left(self, run_seconds: float) -> float | None:
         """Minutes left under train.max_time_minutes (None = no limit); negative once over it.
         The limit counts the run's total time, so a rerun does not start afresh."""
-        limit = self.cfg["max_time_minutes"]
+        limit = self.cfg.max_time_minutes
         return None if limit is None else limit - run_seconds / 60
 
-    def _run_totals(self) -> tuple[int, float]:
-        """Training tokens and training seconds of the whole run: earlier sessions plus this one."""
-        return (
-            self.earlier["train_tokens"] + self.session["tokens"],
-            self.earlier["train_seconds"] + self.session["seconds"],
+    def _run_totals(self) -> Progress:
+        """Whole-run totals: earlier sessions plus this one."""
+        return Progress(
+            train_loss=self.last_train_loss,
+            run_seconds=self._run_seconds(),
+            train_tokens=self.earlier.train_tokens + self.session.train_tokens,
+            train_seconds=self.earlier.train_seconds + self.session.train_seconds,
         )
 
     def _speed(self) -> dict[str, float]:
-        seconds = max(self.session["seconds"], 1e-9)
-        return {"tokens_per_sec": self.session["tokens"] / seconds}
+        seconds = max(self.session.train_seconds, 1e-9)
+        return {"tokens_per_sec": self.session.train_tokens / seconds}
 
     # ------------------------------------------------------------------- validation, checkpoint
     def _validate(self) -> None:
         """Validation loss and perplexity (all ranks), greedy BLEU (rank 0); track the best."""
         figures = validation_loss(
             self.model, self.valid_iterator, ctx=self.ctx, autocast=self.autocast,
-            pad_id=self.tokenizer.pad_id, label_smoothing=self.cfg["label_smoothing"],
+            pad_id=self.tokenizer.pad_id, label_smoothing=self.cfg.label_smoothing,
         )  # fmt: skip
-        if self.cfg["valid_bleu"]:
+        if self.cfg.valid_bleu:
             bleu = 0.0
             if self.bleu_text is not None:
                 bleu = validation_bleu(
-                    self.model, self.tokenizer, *self.bleu_text, decode_cfg=self.config["decode"],
-                    tgt_lang=self.config["data"]["tgt_lang"], device=self.ctx.device,
+                    self.model, self.tokenizer, *self.bleu_text, decode_cfg=self.config.decode,
+                    tgt_lang=self.config.data.tgt_lang, device=self.ctx.device,
                 )  # fmt: skip
             # Rank 0's score reaches every rank, so that all agree on a new best (and on saving).
             figures["bleu"] = self.ctx.all_reduce_sum(
@@ -290,46 +291,36 @@ class Trainer:
             ).item()
         self.monitor.valid(self.step, figures)
         self.validated_at = self.step
-        best = self.best
-        metric = self.cfg["best_metric"]
+        best, metric = self.best, self.cfg.best_metric
         value = figures["loss"] if metric == "loss" else figures.get("bleu", float("nan"))
-        if runstate.is_better(metric, value, best["metric_value"]):
-            best["metric_value"], best["step"] = value, self.step
+        if is_better(metric, value, best.metric_value):
+            best.metric_value, best.step = value, self.step
             self.best_pending = True
-        if best["valid_loss"] is None or figures["loss"] < best["valid_loss"]:
-            best["valid_loss"] = figures["loss"]
-        if "bleu" in figures and (
-            best["valid_bleu"] is None or figures["bleu"] > best["valid_bleu"]
-        ):
-            best["valid_bleu"] = figures["bleu"]
+        if best.valid_loss is None or figures["loss"] < best.valid_loss:
+            best.valid_loss = figures["loss"]
+        if "bleu" in figures and (best.valid_bleu is None or figures["bleu"] > best.valid_bleu):
+            best.valid_bleu = figures["bleu"]
 
     def _save(self) -> None:
         """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
-        rng = runstate.gather_rng(self.ctx)
+        rng_per_rank = rng.gather_rng(self.ctx)
         if self.ctx.is_main:
-            tokens, seconds = self._run_totals()
-            state = {
-                "model": self.model.state_dict(),
-                "config": self.config,
-                "bpe_model": self.tokenizer.proto,
-                "bpe_sha256": self.tokenizer.sha256,
-                "step": self.step,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.schedule.state_dict(),
-                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-                "data_state": self.train_iterator.state_dict(),
-                "rng": rng[0],
-                "rng_per_rank": rng,
-                "best": dict(self.best),
-                "progress": {
-                    "train_loss": self.last_train_loss,
-                    "run_seconds": self._run_seconds(),
-                    "train_tokens": tokens,
-                    "train_seconds": seconds,
-                },
-            }
-            keep = max(self.cfg["keep_last"], self.cfg["average_last"])
-            runstate.write_checkpoint(
+            state = TrainingState(
+                config=self.config,
+                model=self.model.state_dict(),
+                bpe_model=self.tokenizer.proto,
+                bpe_sha256=self.tokenizer.sha256,
+                step=self.step,
+                optimizer=self.optimizer.state_dict(),
+                scheduler=self.schedule.state_dict(),
+                scaler=self.scaler.state_dict() if self.scaler is not None else None,
+                data_state=self.train_iterator.state_dict(),
+                rng_per_rank=rng_per_rank,
+                best=replace(self.best),
+                progress=self._run_totals(),
+            )
+            keep = max(self.cfg.keep_last, self.cfg.average_last)
+            write_step_checkpoint(
                 state, self.checkpoint_dir, keep_last=keep, is_best=self.best_pending
             )
         self.best_pending = False
@@ -339,7 +330,7 @@ class Trainer:
     # ----------------------------------------------------------------------------------- finish
     def _finish(self) -> dict[str, Any]:
         """Validate and save at the end, average, evaluate, write train_summary.json."""
-        trained = self.session["steps"] > 0
+        trained = self.session_steps > 0
         if trained and self.stopped_by != "signal" and self.validated_at != self.step:
             self._validate()
         if self.saved_at != self.step and (
@@ -356,12 +347,12 @@ class Trainer:
         """Average the last checkpoints when asked, then decode valid and test with cfg.decode."""
         extra: dict[str, Any] = {}
         model, checkpoint = self.model, self.checkpoint_dir / "last.pt"
-        if self.cfg["average_last"] > 0:
-            checkpoint, model = runstate.average_last(
-                self.checkpoint_dir, self.cfg["average_last"], self.model
-            )
+        if self.cfg.average_last > 0:
+            checkpoint, averaged = average_last(self.checkpoint_dir, self.cfg.average_last)
+            model = deepcopy(self.model)
+            model.load_state_dict(averaged.model)
             extra["averaged_checkpoint"] = str(checkpoint)
-        if self.cfg["evaluate_at_end"]:
+        if self.cfg.evaluate_at_end:
             extra["evaluated_checkpoint"] = str(checkpoint)
             extra.update(
                 evaluate_at_end(
@@ -373,27 +364,27 @@ class Trainer:
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
         best_path = self.checkpoint_dir / "best.pt"
-        tokens, seconds = self._run_totals()  # a resumed run counts its earlier sessions too
+        totals = self._run_totals()  # a resumed run counts its earlier sessions too
         summary = {
             "steps": self.step,
             "final_train_loss": self.last_train_loss,
-            "best_valid_loss": self.best["valid_loss"],
-            "best_valid_bleu": self.best["valid_bleu"],
-            "best_step": self.best["step"],
-            "train_tokens_per_sec": tokens / max(seconds, 1e-9),
-            "train_tokens": tokens,
-            "train_seconds": seconds,
-            "wall_seconds": self._run_seconds(),
-            "session_wall_seconds": time.perf_counter() - self.started,
+            "best_valid_loss": self.best.valid_loss,
+            "best_valid_bleu": self.best.valid_bleu,
+            "best_step": self.best.step,
+            "train_tokens_per_sec": totals.train_tokens / max(totals.train_seconds, 1e-9),
+            "train_tokens": totals.train_tokens,
+            "train_seconds": totals.train_seconds,
+            "wall_seconds": totals.run_seconds,
+            "session_wall_seconds": self.clock() - self.started,
             "peak_memory_mb": peak_memory_mb(self.ctx.device),
             "last_checkpoint": str(self.checkpoint_dir / "last.pt"),
             "best_checkpoint": str(best_path) if best_path.exists() else None,
             "stopped_by": self.stopped_by,
-            "session_steps": self.session["steps"],
+            "session_steps": self.session_steps,
             "n_parameters": self.n_parameters,
             "device": str(self.ctx.device),
             "world_size": self.ctx.world_size,
-            "precision": self.cfg["precision"],
+            "precision": self.cfg.precision,
             **extra,
         }
         if self.ctx.is_main:
@@ -402,38 +393,4 @@ class Trainer:
         return summary
 
 
-def _build_optimizer(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """Adam with the paper's betas and epsilon; AdamW (decoupled decay) when weight_decay > 0."""
-    kwargs = dict(lr=0.0, betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"])
-    if cfg["weight_decay"] > 0:
-        return torch.optim.AdamW(model.parameters(), weight_decay=cfg["weight_decay"], **kwargs)
-    return torch.optim.Adam(model.parameters(), **kwargs)
-
-
-def _check_settings(cfg: Mapping[str, Any]) -> None:
-    """Settings that compose but cannot work together."""
-    if cfg["best_metric"] not in ("loss", "bleu"):
-        raise SettingsError(f"train.best_metric={cfg['best_metric']!r}: use loss or bleu")
-    if cfg["best_metric"] == "bleu" and not cfg["valid_bleu"]:
-        raise SettingsError("train.best_metric=bleu needs train.valid_bleu=true")
-    for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
-        if cfg[key] < 1:
-            raise SettingsError(f"train.{key}={cfg[key]} must be at least 1")
-
-
-def _seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:
-        pass
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-__all__ = ["CheckpointError", "SettingsError", "Trainer", "DivergenceError", "train"]
+__all__ = ["CheckpointError", "DivergenceError", "SettingsError", "StopRequest", "Trainer", "train"]

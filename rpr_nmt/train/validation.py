@@ -10,17 +10,18 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from rpr_nmt.config import DecodeConfig, TrainJobConfig
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.loss import label_smoothed_loss
 from rpr_nmt.train.monitor import perplexity
-from rpr_nmt.train.runstate import rng_state, set_rng_state
+from rpr_nmt.train.rng import rng_state, set_rng_state
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -78,9 +79,9 @@ def validation_loss(
     return {"loss": loss_sum / tokens, "ppl": perplexity(nll_sum / tokens)}
 
 
-def greedy_config(decode_cfg: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+def greedy_config(decode_cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
     """The decode config for validation BLEU: greedy, one hypothesis, on the training device."""
-    return {**decode_cfg, "beam_size": 1, "length_penalty": 0.0, "nbest": 1, "device": device.type}
+    return replace(decode_cfg, beam_size=1, length_penalty=0.0, nbest=1, device=device.type)
 
 
 @torch.no_grad()
@@ -90,7 +91,7 @@ def validation_bleu(
     sources: list[str],
     references: list[str],
     *,
-    decode_cfg: Mapping[str, Any],
+    decode_cfg: DecodeConfig,
     tgt_lang: str,
     device: torch.device,
 ) -> float:
@@ -111,7 +112,7 @@ def validation_bleu(
 def evaluate_at_end(
     model: nn.Module,
     tokenizer: Any,
-    config: Mapping[str, Any],
+    config: TrainJobConfig,
     out_dir: Path,
     device: torch.device,
     checkpoint: str,
@@ -125,15 +126,15 @@ def evaluate_at_end(
     from rpr_nmt.data import read_parallel_text
     from rpr_nmt.evaluate import evaluate_split
 
-    data_cfg = config["data"]
-    decode_cfg = {**config["decode"], "device": device.type}
+    data_cfg = config.data
+    decode_cfg = replace(config.decode, device=device.type)
     entries: dict[str, Any] = {}
     with preserved_rng_and_mode(model):
         for role in ("valid", "test"):
-            split = data_cfg[f"{role}_split"]
+            split = data_cfg.valid_split if role == "valid" else data_cfg.test_split
             sources, references = read_parallel_text(data_cfg, split)
             scores = evaluate_split(
-                model, tokenizer, sources, references, decode_cfg, data_cfg["tgt_lang"], out_dir,
+                model, tokenizer, sources, references, decode_cfg, data_cfg.tgt_lang, out_dir,
                 split, checkpoint=checkpoint, log=log.info,
             )  # fmt: skip
             for name, value in _scores_dict(scores).items():
@@ -148,3 +149,12 @@ def _scores_dict(scores: Any) -> dict[str, Any]:
     if isinstance(scores, Mapping):
         return dict(scores)
     return {k: v for k, v in vars(scores).items() if not k.startswith("_")}
+
+
+def is_better(metric: str, value: float, best: float | None) -> bool:
+    """Whether a validation figure beats the best so far: lower loss, or higher BLEU."""
+    if value != value:  # NaN never wins
+        return False
+    if best is None:
+        return True
+    return value < best if metric == "loss" else value > best

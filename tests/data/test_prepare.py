@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 
@@ -50,7 +51,7 @@ def test_cache_follows_content_and_filters(make_cfg, tiny_corpus):
     cfg = make_cfg()
     prepare_data(cfg, splits=["train", "valid"], log=_quiet)
     # A changed filter re-encodes train only; the BPE model does not depend on it.
-    again = prepare_data({**cfg, "max_length_ratio": 2.0}, splits=["train", "valid"], log=_quiet)
+    again = prepare_data(replace(cfg, max_length_ratio=2.0), splits=["train", "valid"], log=_quiet)
     assert again.reused == {"bpe": True, "train": False, "valid": True}
     # Changed validation text re-encodes that split.
     src, tgt = synthetic_pairs(30, 5)

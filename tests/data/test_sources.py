@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,9 +104,9 @@ def test_hub_errors_are_data_errors(make_cfg, tmp_path):
     with pytest.raises(DataError, match="no entry in data.hub_splits"):
         read_parallel_text(cfg, "valid")
     with pytest.raises(DataError, match="expected a 'translation' column or columns 'en' and 'fr'"):
-        read_parallel_text({**cfg, "tgt_lang": "fr"}, "train")
+        read_parallel_text(replace(cfg, tgt_lang="fr"), "train")
     with pytest.raises(DataError, match="could not load hub dataset(.|\n)*HF_HUB_OFFLINE=1"):
-        read_parallel_text({**cfg, "hub_dataset": str(tmp_path / "missing")}, "train")
+        read_parallel_text(replace(cfg, hub_dataset=str(tmp_path / "missing")), "train")
 
 
 def test_real_multi30k_val(shared_data, make_cfg):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DataError, Tokenizer, prepare_data
@@ -68,5 +70,5 @@ def test_bpe_cache_reused(make_cfg, tiny_corpus):
     assert model.stat().st_mtime_ns == mtime
     assert second.tokenizer.sha256 == first.tokenizer.sha256
     # A BPE setting is part of the key: a new vocabulary size trains a second model.
-    third = prepare_data({**cfg, "vocab_size": 110}, splits=[], log=lambda _: None)
+    third = prepare_data(replace(cfg, vocab_size=110), splits=[], log=lambda _: None)
     assert third.reused == {"bpe": False} and third.tokenizer.vocab_size == 110

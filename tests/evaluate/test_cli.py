@@ -10,17 +10,15 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
 
-from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
-
-checkpoint_module = pytest.importorskip("rpr_nmt.checkpoint")
-model_module = pytest.importorskip("rpr_nmt.model")
-bpe_module = pytest.importorskip("rpr_nmt.data.bpe")
+from rpr_nmt.checkpoint import TrainingState, save_checkpoint
+from rpr_nmt.config import DataConfig, ModelConfig, TrainJobConfig
+from rpr_nmt.data.bpe import train_bpe
+from rpr_nmt.model import build_model
 
 REPO = Path(__file__).resolve().parents[2]
 SACREBLEU = Path(sys.executable).parent / "sacrebleu"
@@ -29,11 +27,9 @@ WORDS_EN = (
 )
 WORDS_DE = "ein mann frau hund kind fährt läuft sitzt auf der rote blaue große kleine rad"
 WORDS_DE = (WORDS_DE + " straße park").split()
-TINY = asdict(
-    ModelConfig(
-        d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2,
-        max_relative_position=4, pre_norm=True,
-    )
+TINY = ModelConfig(
+    d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2,
+    max_relative_position=4, pre_norm=True,
 )  # fmt: skip
 
 
@@ -58,20 +54,15 @@ def tiny_run(tmp_path_factory) -> dict[str, Path]:
         (data / f"{split}.en").write_text("\n".join(src) + "\n", encoding="utf-8")
         (data / f"{split}.de").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     train_src, train_tgt = corpus(200, seed=5)
-    proto = bpe_module.train_bpe(train_src + train_tgt, vocab_size=80, character_coverage=1.0)
-    data_cfg = asdict(DataConfig(name="tiny", root=str(data), test_split="test", vocab_size=80))
-    config = {
-        "data": data_cfg,
-        "model": TINY,
-        "train": asdict(TrainConfig()),
-        "decode": asdict(DecodeConfig()),
-    }
+    proto = train_bpe(train_src + train_tgt, vocab_size=80, character_coverage=1.0)
+    data_cfg = DataConfig(name="tiny", root=str(data), test_split="test", vocab_size=80)
+    config = TrainJobConfig(data=data_cfg, model=TINY)
     paths = {"data": data}
     for name, seed in (("a", 0), ("b", 1)):
         torch.manual_seed(seed)
-        model = model_module.build_model(TINY, vocab_size=80, pad_id=0)
-        state = {"model": model.state_dict(), "config": config, "bpe_model": proto, "step": seed}
-        paths[name] = checkpoint_module.save_checkpoint(state, root / f"{name}.pt")
+        model = build_model(TINY, vocab_size=80, pad_id=0)
+        state = TrainingState(config=config, model=model.state_dict(), bpe_model=proto, step=seed)
+        paths[name] = save_checkpoint(state, root / f"{name}.pt")
     return paths
 
 

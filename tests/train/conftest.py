@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.config import TrainJobConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,6 +80,14 @@ def tiny_overrides(corpus: Path, cache: Path, run_dir: Path, *extra: str) -> lis
         "train.save_every=4", "train.valid_bleu_sentences=8", "decode.max_sentences=16",
         f"hydra.run.dir={run_dir}", *extra,
     ]  # fmt: skip
+
+
+def compose_config(corpus: Path, cache: Path, *extra: str) -> TrainJobConfig:
+    """The job config of the CLI's tiny overrides plus `extra`, as the trainer receives it."""
+    overrides = [o for o in tiny_overrides(corpus, cache, Path("unused")) if "hydra." not in o]
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[*overrides, *extra])
+    return to_job_config(cfg)
 
 
 def run_train(args: list[str], timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import torch
 
+from rpr_nmt.config import ModelConfig
 from rpr_nmt.data import Batch
 from rpr_nmt.model import build_model
 
 VOCAB, PAD, BOS, EOS = 40, 0, 2, 3
 
-TINY = dict(
+TINY = ModelConfig(
     d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0,
-    attention_dropout=0.0, max_relative_position=2,
+    attention_dropout=0.0, max_relative_position=2, pre_norm=False,
 )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from rpr_nmt.config import CONFIG_DIR, to_dict
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.train import train
 
 from .conftest import tiny_overrides
@@ -38,8 +38,7 @@ def test_experiment_trains_one_step(experiment, corpus, cache_dir, tmp_path):
     ]  # fmt: skip
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
-    config = {key: to_dict(cfg[key]) for key in ("data", "model", "train", "decode")}
-    summary = train(config, tmp_path / "run")
+    summary = train(to_job_config(cfg), tmp_path / "run")
     assert summary["steps"] == 1
     assert summary["final_train_loss"] > 0
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()

@@ -18,6 +18,25 @@ def test_bar_shows_loss_lr_speed_and_time_left(tmp_path):
         monitor.close()
 
 
+def test_under_a_time_limit_the_bar_counts_the_limit(tmp_path):
+    # 20 minutes, 5 of them spent by an earlier session: total and ETA follow the limit, not the
+    # 100000 updates of max_steps.
+    monitor = Monitor(
+        tmp_path, enabled=True, start_step=40, max_steps=100000, time_limit_minutes=20,
+        run_seconds=300.0,
+    )  # fmt: skip
+    try:
+        assert monitor.bar.total == 1200 and monitor.bar.n == 300
+        figures = {"loss": 2.0, "lr": 1e-3, "tokens_per_sec": 1.0, "minutes_left": 14.5}
+        monitor.step(41, {**figures, "run_seconds": 330.2})
+        assert monitor.bar.n == 330
+        assert "step=41" in monitor.bar.postfix and "time_left=14.5min" in monitor.bar.postfix
+        monitor.step(42, {**figures, "run_seconds": 5000.0})  # past the limit: the bar is full
+        assert monitor.bar.n == 1200
+    finally:
+        monitor.close()
+
+
 def test_disabled_monitor_does_nothing(tmp_path):
     monitor = Monitor(tmp_path / "rank1", enabled=False, start_step=0, max_steps=10)
     monitor.step(1, {"loss": 1.0, "lr": 1e-3, "tokens_per_sec": 1.0})

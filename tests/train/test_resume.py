@@ -6,21 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from rpr_nmt.checkpoint import CheckpointError
-from rpr_nmt.config import CONFIG_DIR, to_dict
 from rpr_nmt.train import train
 
-from .conftest import tiny_overrides
-
-
-def compose_config(corpus: Path, cache: Path, *extra: str) -> dict:
-    """The job config of the CLI's overrides, as the trainer receives it."""
-    overrides = [o for o in tiny_overrides(corpus, cache, Path("unused")) if "hydra." not in o]
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=[*overrides, *extra])
-    return {key: to_dict(cfg[key]) for key in ("data", "model", "train", "decode")}
+from .conftest import compose_config
 
 
 def train_curve(run_dir: Path) -> list[tuple[int, float]]:

@@ -1,22 +1,51 @@
-"""Trainer behaviour in-process: time limit, impossible settings."""
+"""Trainer behaviour in-process: time limit and stop requests through an injected clock and stop
+flag (no dependence on how fast this machine is), impossible settings."""
 
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
-from rpr_nmt.train import SettingsError, train
+from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.train import SettingsError, Trainer, train
+from rpr_nmt.train.signals import StopSignals
 
-from .test_resume import compose_config
+from .conftest import compose_config
+
+QUIET = ("train.valid_bleu=false", "train.evaluate_at_end=false")
+
+
+class TickingClock:
+    """A clock that advances `tick` seconds each time it is read."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+class StopAfter:
+    """A stop request that turns True once the trainer has done `steps` updates."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.trainer = steps, None
+
+    @property
+    def requested(self) -> bool:
+        return self.trainer is not None and self.trainer.step >= self.steps
 
 
 def test_time_limit_stops_saves_and_finishes(corpus, cache_dir, tmp_path):
     config = compose_config(
-        corpus, cache_dir, "train.max_steps=1000", "train.max_time_minutes=0.0001",
-        "train.valid_bleu=false", "train.evaluate_at_end=false",
-    )  # fmt: skip
-    summary = train(config, tmp_path / "run")
+        corpus, cache_dir, "train.max_steps=1000", "train.max_time_minutes=0.5", *QUIET
+    )
+    # Every reading of the clock is a minute later: the limit has passed before the first update,
+    # which still completes (an update is never cut short), then the run stops.
+    summary = Trainer(config, tmp_path / "run", clock=TickingClock(60.0)).run()
     assert summary["stopped_by"] == "time_limit" and summary["steps"] == 1
     assert summary["best_valid_loss"] is not None  # validated at the end
     assert (tmp_path / "run" / "checkpoints" / "step_0000001.pt").is_file()
@@ -24,23 +53,45 @@ def test_time_limit_stops_saves_and_finishes(corpus, cache_dir, tmp_path):
 
 
 def test_time_limit_counts_the_whole_run_across_resumes(corpus, cache_dir, tmp_path):
-    quiet = ["train.valid_bleu=false", "train.evaluate_at_end=false"]
-    first = train(compose_config(corpus, cache_dir, "train.max_steps=2", *quiet), tmp_path / "run")
+    config = compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET)
+    first = Trainer(config, tmp_path / "run", clock=TickingClock(1.0)).run()
     assert first["steps"] == 2 and first["train_tokens"] > 0
+    saved = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt").progress.run_seconds
+    assert saved > 0
     # The first session took longer than this limit: a rerun must not train another session.
-    limit = first["wall_seconds"] / 60 / 2
-    again = train(
-        compose_config(
-            corpus, cache_dir, "train.max_steps=1000", f"train.max_time_minutes={limit}", *quiet
-        ),
-        tmp_path / "run",
+    limit = saved / 60 / 2
+    config = compose_config(
+        corpus, cache_dir, "train.max_steps=1000", f"train.max_time_minutes={limit}", *QUIET
     )
+    again = Trainer(config, tmp_path / "run", clock=TickingClock(1.0)).run()
     assert again["stopped_by"] == "time_limit" and again["steps"] == 2
     assert again["session_steps"] == 0
     # Whole-run figures survive a session that trained nothing.
     assert again["train_tokens"] == first["train_tokens"]
     assert again["train_tokens_per_sec"] == pytest.approx(first["train_tokens_per_sec"])
     assert again["wall_seconds"] >= first["wall_seconds"]
+
+
+def test_stop_request_finishes_the_update_saves_and_stops(corpus, cache_dir, tmp_path):
+    config = compose_config(
+        corpus, cache_dir, "train.max_steps=100000", "train.valid_every=100000",
+        "train.save_every=100000", *QUIET,
+    )  # fmt: skip
+    stop = StopAfter(3)
+    trainer = stop.trainer = Trainer(config, tmp_path / "run", stop=stop)
+    summary = trainer.run()
+    assert summary["stopped_by"] == "signal" and summary["steps"] == 3
+    assert load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt").step == 3
+    assert "test_bleu" not in summary  # a stopped run skips the final evaluation
+
+
+def test_sigterm_sets_the_stop_flag_and_the_old_handler_returns():
+    before = signal.getsignal(signal.SIGTERM)
+    with StopSignals() as stop:
+        assert not stop.requested
+        signal.raise_signal(signal.SIGTERM)  # handled synchronously in the main thread
+        assert stop.requested
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @pytest.mark.parametrize(

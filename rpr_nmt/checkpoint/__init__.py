@@ -1,0 +1,34 @@
+"""Checkpoints: the training state (state.py), the run folder's files (run_folder.py), and loading
+a model for translation (inference.py)."""
+
+from rpr_nmt.checkpoint.inference import load_for_inference
+from rpr_nmt.checkpoint.run_folder import (
+    average_checkpoints,
+    average_last,
+    checkpoint_paths,
+    step_checkpoints,
+    write_step_checkpoint,
+)
+from rpr_nmt.checkpoint.state import (
+    BestSoFar,
+    CheckpointError,
+    Progress,
+    TrainingState,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+__all__ = [
+    "BestSoFar",
+    "CheckpointError",
+    "Progress",
+    "TrainingState",
+    "average_checkpoints",
+    "average_last",
+    "checkpoint_paths",
+    "load_checkpoint",
+    "load_for_inference",
+    "save_checkpoint",
+    "step_checkpoints",
+    "write_step_checkpoint",
+]

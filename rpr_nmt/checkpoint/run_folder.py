@@ -1,0 +1,172 @@
+"""A run directory's checkpoints/ folder: step files, the last/best links, pruning, averaging.
+
+checkpoints/step_0001000.pt  every train.save_every updates, at a new best and at the end;
+                             the newest max(keep_last, average_last) stay
+checkpoints/last.pt          the newest step checkpoint (a hard link, or a copy)
+checkpoints/best.pt          the best one by train.best_metric
+checkpoints/averaged.pt      the average of the last train.average_last step checkpoints
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from rpr_nmt.checkpoint.state import (
+    CheckpointError,
+    TrainingState,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+log = logging.getLogger("rpr_nmt.checkpoint")
+
+STEP_PATTERN = re.compile(r"^step_(\d+)\.pt$")
+
+
+def step_path(checkpoint_dir: Path, step: int) -> Path:
+    """checkpoints/step_XXXXXXX.pt for an update number."""
+    return checkpoint_dir / f"step_{step:07d}.pt"
+
+
+def step_checkpoints(checkpoint_dir: Path) -> list[Path]:
+    """The step checkpoints of a folder, oldest first."""
+    if not checkpoint_dir.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p) for p in checkpoint_dir.iterdir() if (m := STEP_PATTERN.match(p.name))
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def link_atomically(source: Path, target: Path) -> None:
+    """Make `target` name the same file as `source` (hard link, else a copy), atomically."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    os.unlink(tmp)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:  # file systems without hard links
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def prune_step_checkpoints(checkpoint_dir: Path, keep_last: int) -> list[Path]:
+    """Delete all but the newest `keep_last` step checkpoints; returns the deleted paths.
+
+    last.pt and best.pt are separate links: they survive the deletion of their step file.
+    """
+    old = step_checkpoints(checkpoint_dir)[: -max(keep_last, 1)]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
+
+
+def write_step_checkpoint(
+    state: TrainingState, checkpoint_dir: Path, *, keep_last: int, is_best: bool
+) -> Path:
+    """Save step_XXXXXXX.pt atomically, point last.pt (and best.pt) at it, prune old steps."""
+    path = save_checkpoint(state, step_path(checkpoint_dir, state.step))
+    link_atomically(path, checkpoint_dir / "last.pt")
+    if is_best:
+        link_atomically(path, checkpoint_dir / "best.pt")
+    prune_step_checkpoints(checkpoint_dir, keep_last)
+    return path
+
+
+def checkpoint_paths(inputs: Sequence[str | Path], last: int | None = None) -> list[Path]:
+    """Checkpoint files named directly, or found in run directories; the newest `last` of them.
+
+    A file is taken as it is; a run directory (or its checkpoints/ folder) contributes its step
+    checkpoints, oldest first.
+
+    Raises:
+        CheckpointError: no inputs, an input that is neither a file nor a folder of step
+            checkpoints, or fewer checkpoints than `last`.
+    """
+    if not inputs:
+        raise CheckpointError("no checkpoint given: name at least one .pt file or run directory")
+    paths: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_file():
+            paths.append(item)
+            continue
+        folder = item / "checkpoints" if (item / "checkpoints").is_dir() else item
+        found = step_checkpoints(folder)
+        if not found:
+            if not item.exists():
+                raise CheckpointError(
+                    f"checkpoint not found: {item} (a training run writes them to "
+                    "RUN_DIR/checkpoints/*.pt)"
+                )
+            raise CheckpointError(
+                f"{item} is neither a checkpoint file nor a run directory with "
+                "checkpoints/step_*.pt"
+            )
+        paths.extend(found[-last:] if last else found)
+    if last is not None:
+        if len(paths) < last:
+            raise CheckpointError(
+                f"the newest {last} checkpoints were asked for, but only {len(paths)} were found"
+            )
+        paths = paths[-last:]
+    return paths
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
+    """Average model parameters over checkpoints of one run (as the paper's big model did).
+
+    Returns the newest checkpoint's state (by step) with the averaged weights, and without
+    optimizer, scheduler and scaler state, since an averaged model has none that match.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints given to average")
+    states = [load_checkpoint(p) for p in paths]
+    reference = states[0].model
+    for p, s in zip(paths[1:], states[1:]):
+        if s.model.keys() != reference.keys() or any(
+            s.model[n].shape != t.shape for n, t in reference.items()
+        ):
+            raise CheckpointError(f"{p} holds another model than {paths[0]}: cannot average")
+    averaged = {}
+    for name, tensor in reference.items():
+        if tensor.is_floating_point():
+            total = torch.stack([s.model[name].double() for s in states]).mean(dim=0)
+            averaged[name] = total.to(tensor.dtype)
+        else:
+            averaged[name] = tensor.clone()
+    newest = max(states, key=lambda s: s.step)
+    return replace(
+        newest, model=averaged, optimizer=None, scheduler=None, scaler=None,
+        averaged_from=[str(p) for p in paths],
+    )  # fmt: skip
+
+
+def average_last(checkpoint_dir: Path, n: int) -> tuple[Path, TrainingState]:
+    """Average the newest `n` step checkpoints into checkpoints/averaged.pt.
+
+    Returns:
+        (path of averaged.pt, the averaged state).
+    """
+    paths = step_checkpoints(checkpoint_dir)[-n:]
+    if len(paths) < n:
+        log.warning(
+            "train.average_last=%d but only %d step checkpoints are kept (train.keep_last); "
+            "averaging those", n, len(paths),
+        )  # fmt: skip
+    averaged = average_checkpoints(paths)
+    out = save_checkpoint(averaged, checkpoint_dir / "averaged.pt")
+    log.info("averaged %d checkpoints into %s", len(paths), out)
+    return out, averaged

@@ -1,0 +1,159 @@
+"""The training state a checkpoint holds, and how it is written and read.
+
+A checkpoint file is TrainingState.to_dict() saved with torch.save: tensors and plain Python values
+only (the config as dataclasses.asdict), so that torch.load(weights_only=True) reads it and loading
+a file never executes code. Writes are atomic. Files written before this module existed have the
+same keys and load as they are; an inference-only file (model, config, bpe_model) loads too, with
+the training-only parts empty.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rpr_nmt.config import TrainJobConfig, job_config_from_dict
+
+
+class CheckpointError(Exception):
+    """A checkpoint is missing, unreadable or foreign; the message says which and what to do."""
+
+
+@dataclass
+class BestSoFar:
+    """The best validation figures of a run so far."""
+
+    valid_loss: float | None = None  # lowest validation loss
+    valid_bleu: float | None = None  # highest validation BLEU
+    metric_value: float | None = None  # best value of train.best_metric ...
+    step: int | None = None  # ... reached at this update (best.pt)
+
+
+@dataclass
+class Progress:
+    """Whole-run totals carried across resumed sessions."""
+
+    train_loss: float | None = None  # loss of the last applied update
+    run_seconds: float = 0.0  # wall time of all sessions (train.max_time_minutes counts it)
+    train_tokens: int = 0  # source + target tokens trained on
+    train_seconds: float = 0.0  # seconds spent in update steps (tokens/s = tokens / seconds)
+
+
+@dataclass
+class TrainingState:
+    """Everything a run needs to continue exactly, or a model needs to translate.
+
+    Attributes:
+        config: the job config the run was trained with.
+        model: the model's state dict.
+        bpe_model: the serialized sentencepiece model (so a checkpoint translates on its own).
+        bpe_sha256: its hash; resuming with another BPE model is refused.
+        step: optimizer updates done.
+        optimizer, scheduler, scaler: their state dicts (None in inference-only files).
+        data_state: the training batch iterator's position (epoch, position).
+        rng_per_rank: each rank's random states (rpr_nmt.train.rng).
+        best, progress: see BestSoFar and Progress.
+        averaged_from: the checkpoints whose mean the model is, when it is one.
+    """
+
+    config: TrainJobConfig
+    model: dict[str, torch.Tensor]
+    bpe_model: bytes
+    bpe_sha256: str | None = None
+    step: int = 0
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    scaler: dict[str, Any] | None = None
+    data_state: dict[str, Any] | None = None
+    rng_per_rank: list[dict[str, Any]] = field(default_factory=list)
+    best: BestSoFar = field(default_factory=BestSoFar)
+    progress: Progress = field(default_factory=Progress)
+    averaged_from: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for torch.save (the config and the figures as dicts)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(config=asdict(self.config), best=asdict(self.best))
+        out["progress"] = asdict(self.progress)
+        out["rng"] = self.rng_per_rank[0] if self.rng_per_rank else None  # rank 0's, as before
+        return out
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any], path: str | Path) -> TrainingState:
+        """Read what to_dict wrote (or an older file with the same keys); `path` names errors."""
+        if not isinstance(state, dict) or "model" not in state:
+            raise CheckpointError(f"{path} is not an rpr-nmt checkpoint (no 'model' entry)")
+        try:
+            config = job_config_from_dict(state.get("config") or {}, "config")
+            best = BestSoFar(**(state.get("best") or {}))
+            progress = Progress(**(state.get("progress") or {}))
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(
+                f"{path} was written by another version of rpr-nmt ({e}); evaluate it with that "
+                "version, or retrain"
+            ) from e
+        per_rank = state.get("rng_per_rank") or ([state["rng"]] if state.get("rng") else [])
+        known = {f.name for f in fields(cls)} - {"config", "best", "progress", "rng_per_rank"}
+        rest = {k: v for k, v in state.items() if k in known}
+        return cls(config=config, best=best, progress=progress, rng_per_rank=per_rank, **rest)
+
+    def check_resumable(self, config: TrainJobConfig, bpe_sha256: str, path: Path) -> None:
+        """Refuse to resume from another model or BPE model (CheckpointError says how)."""
+        if self.config.model != config.model:
+            saved, now = asdict(self.config.model), asdict(config.model)
+            changed = sorted(k for k in now if saved.get(k) != now[k])
+            raise CheckpointError(
+                f"{path} was trained with another model config (differs in {changed}); "
+                "use a new run directory (hydra.run.dir=...) or the original model settings"
+            )
+        if self.bpe_sha256 != bpe_sha256:
+            raise CheckpointError(
+                f"{path} was trained with another BPE model (sha256 {self.bpe_sha256}, now "
+                f"{bpe_sha256}); use a new run directory or the original data settings"
+            )
+
+
+def save_checkpoint(state: TrainingState, path: str | Path) -> Path:
+    """Write `state` to `path` atomically: a temporary file in the same folder, fsync, then rename.
+
+    A crash at any moment leaves either the previous file or the new one, never a truncated one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state.to_dict(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> TrainingState:
+    """Read a checkpoint with weights_only=True; CheckpointError names the file on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(
+            f"checkpoint not found: {path} (a training run writes them to RUN_DIR/checkpoints/*.pt)"
+        )
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(f"cannot read checkpoint {path}: {e}") from e
+    return TrainingState.from_dict(state, path)

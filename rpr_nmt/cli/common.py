@@ -1,0 +1,60 @@
+"""What the inference commands (rpr-nmt-evaluate, rpr-nmt-translate) share: their typed config,
+the checkpoint setting, checked decode settings, and their one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths
+from rpr_nmt.cli.config_store import to_job_config
+from rpr_nmt.config import MISSING, DecodeConfig
+from rpr_nmt.data import DataError
+
+
+class UsageError(Exception):
+    """A setting on the command line that cannot work."""
+
+
+def job_config(cfg: DictConfig) -> Any:
+    """The composed config as its dataclass; a missing checkpoint= is a UsageError, not a trace."""
+    if OmegaConf.is_missing(cfg, "checkpoint"):
+        checkpoints_of(None)
+    return to_job_config(cfg)
+
+
+def checkpoints_of(value: Any) -> list[Path]:
+    """The `checkpoint=` setting as checkpoint files: one path, a list to average, or a run
+    directory (its kept step checkpoints, averaged)."""
+    if value is None or value == MISSING:
+        raise UsageError("no checkpoint given: add checkpoint=PATH (or 'checkpoint=[a.pt,b.pt]')")
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise UsageError("checkpoint=[] is empty: give at least one checkpoint path")
+    return checkpoint_paths([str(item) for item in items])
+
+
+def checked_decode_config(cfg: DecodeConfig) -> DecodeConfig:
+    """cfg itself once its values are known to work (UsageError names the one that does not)."""
+    from rpr_nmt.decode import check_decode_config
+    from rpr_nmt.model import resolve_device
+
+    try:
+        check_decode_config(cfg)
+        resolve_device(cfg.device)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return cfg
+
+
+def exit_on_error(prog: str, run: Callable[[], None]) -> None:
+    """Run a command; a bad checkpoint, bad data or a bad setting prints one line, exit status 2."""
+    try:
+        run()
+    except (CheckpointError, DataError, UsageError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)

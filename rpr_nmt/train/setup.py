@@ -1,0 +1,114 @@
+"""What the Trainer builds before its loop: settings checked, seeds set, data, the wrapped model
+and the optimizer."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rpr_nmt.config import TrainConfig, TrainJobConfig
+from rpr_nmt.data import BatchIterator, Tokenizer, prepare_data, read_parallel_text
+from rpr_nmt.train.distributed import DistributedContext
+from rpr_nmt.train.errors import SettingsError
+
+
+def check_settings(cfg: TrainConfig) -> None:
+    """Refuse settings that compose but cannot work together (SettingsError says which)."""
+    if cfg.best_metric not in ("loss", "bleu"):
+        raise SettingsError(f"train.best_metric={cfg.best_metric!r}: use loss or bleu")
+    if cfg.best_metric == "bleu" and not cfg.valid_bleu:
+        raise SettingsError("train.best_metric=bleu needs train.valid_bleu=true")
+    for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
+        if getattr(cfg, key) < 1:
+            raise SettingsError(f"train.{key}={getattr(cfg, key)} must be at least 1")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch, Python and (when installed) numpy."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam with the paper's betas and epsilon; AdamW (decoupled decay) when weight_decay > 0."""
+    betas = (cfg.adam_beta1, cfg.adam_beta2)
+    if cfg.weight_decay > 0:
+        return torch.optim.AdamW(
+            model.parameters(), lr=0.0, betas=betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+        )
+    return torch.optim.Adam(model.parameters(), lr=0.0, betas=betas, eps=cfg.adam_eps)
+
+
+@dataclass
+class TrainingData:
+    """The tokenizer, this rank's batch iterators, and the text that validation BLEU decodes."""
+
+    tokenizer: Tokenizer
+    train_batches: BatchIterator
+    valid_batches: BatchIterator
+    bleu_text: tuple[list[str], list[str]] | None  # (sources, references); rank 0 only
+
+
+def load_training_data(
+    config: TrainJobConfig, ctx: DistributedContext, run_dir: Path, log: logging.Logger
+) -> TrainingData:
+    """Prepare (or read the cache of) the train and valid splits; batch them for this rank.
+
+    Rank 0 trains or reads the BPE model and encodes the splits first; the other ranks wait at a
+    barrier and then read rank 0's cache.
+    """
+    cfg, data_cfg = config.train, config.data
+    if ctx.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        ctx.barrier()
+    data = prepare_data(
+        data_cfg, splits=["train", data_cfg.valid_split], log=log.info if ctx.is_main else _quiet
+    )
+    if ctx.is_main:
+        ctx.barrier()
+    tok = data.tokenizer
+    batching = dict(
+        max_tokens=cfg.max_tokens, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
+        seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size,
+    )  # fmt: skip
+    bleu_text = None
+    if cfg.valid_bleu and ctx.is_main:  # rank 0 alone decodes
+        sources, references = read_parallel_text(data_cfg, data_cfg.valid_split)
+        bleu_text = (sources[: cfg.valid_bleu_sentences], references[: cfg.valid_bleu_sentences])
+    return TrainingData(
+        tokenizer=tok,
+        train_batches=BatchIterator(data.splits["train"], shuffle=True, **batching),
+        valid_batches=BatchIterator(data.splits[data_cfg.valid_split], shuffle=False, **batching),
+        bleu_text=bleu_text,
+    )
+
+
+def wrap_model(
+    model: torch.nn.Module, ctx: DistributedContext, *, compile: bool
+) -> torch.nn.Module:
+    """DistributedDataParallel across ranks, then torch.compile when asked."""
+    if ctx.distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        model = DistributedDataParallel(model, device_ids=ids)
+    if compile:
+        # Static shapes: with dynamic shapes, inductor fails on the relative-position index
+        # arithmetic (torch 2.13); each new batch shape compiles anew, up to dynamo's limit.
+        model = torch.compile(model, dynamic=False)
+    return model
+
+
+def _quiet(_: str) -> None:
+    pass

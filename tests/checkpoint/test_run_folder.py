@@ -1,0 +1,59 @@
+"""The checkpoints/ folder: step files, last/best links, pruning, averaging, checkpoint_paths."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from rpr_nmt.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    checkpoint_paths,
+    load_checkpoint,
+    step_checkpoints,
+    write_step_checkpoint,
+)
+
+from .test_state import small_state
+
+
+def write_steps(folder, steps, keep_last=10, best=()):
+    for step in steps:
+        state = replace(small_state(step), model={"w": torch.full((2,), float(step))})
+        write_step_checkpoint(state, folder, keep_last=keep_last, is_best=step in best)
+
+
+def test_last_and_best_links_and_pruning(tmp_path):
+    folder = tmp_path / "checkpoints"
+    write_steps(folder, [1, 2, 3, 4], keep_last=2, best=(2,))
+    assert [p.name for p in step_checkpoints(folder)] == ["step_0000003.pt", "step_0000004.pt"]
+    assert load_checkpoint(folder / "last.pt").step == 4
+    assert load_checkpoint(folder / "best.pt").step == 2  # survives the pruning of its step file
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def test_averaging_is_the_mean_and_drops_the_optimizer(tmp_path):
+    folder = tmp_path / "checkpoints"
+    write_steps(folder, [2, 4])
+    averaged = average_checkpoints(step_checkpoints(folder))
+    assert torch.equal(averaged.model["w"], torch.full((2,), 3.0))
+    assert averaged.step == 4 and averaged.optimizer is None
+    assert averaged.averaged_from == [str(p) for p in step_checkpoints(folder)]
+
+
+def test_checkpoint_paths_takes_files_and_run_directories(tmp_path):
+    run = tmp_path / "run"
+    write_steps(run / "checkpoints", [1, 2, 3])
+    steps = step_checkpoints(run / "checkpoints")
+    assert checkpoint_paths([run]) == steps
+    assert checkpoint_paths([run], last=2) == steps[1:]
+    assert checkpoint_paths([steps[0], run / "checkpoints"], last=2) == steps[1:]
+    with pytest.raises(CheckpointError, match="checkpoint not found: .*nowhere"):
+        checkpoint_paths([tmp_path / "nowhere"])
+    with pytest.raises(CheckpointError, match="only 3 were found"):
+        checkpoint_paths([run], last=5)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="neither a checkpoint file nor a run directory"):
+        checkpoint_paths([tmp_path / "empty"])
