@@ -79,6 +79,7 @@ class TrainConfig:
     schedule: str = "noam"  # "noam" (the paper's) or "inverse_sqrt" (peak lr = lr)
     lr: float = 1.0  # noam: scale factor on the schedule; inverse_sqrt: the peak learning rate
     warmup_steps: int = 4000  # linear warmup steps
+    cooldown: float = 0.0  # final share of the budget (steps or time limit) with lr falling to 0
     adam_beta1: float = 0.9  # Adam beta1
     adam_beta2: float = 0.98  # Adam beta2
     adam_eps: float = 1e-9  # Adam epsilon
@@ -97,6 +98,7 @@ class TrainConfig:
     best_metric: str = "loss"  # which validation figure picks the best checkpoint: "loss" or "bleu"
     max_bad_steps: int = 5  # stop after this many non-finite losses in a row
     average_last: int = 0  # at the end, also average the last N checkpoints; 0 = off
+    ema_decay: float = 0.0  # moving average of the weights, e.g. 0.999; 0 = off
     evaluate_at_end: bool = True  # decode valid + test, BLEU into the summary
     max_time_minutes: float | None = None  # stop and save after this; null = no limit
 
@@ -126,6 +128,7 @@ class TrainJobConfig:
 @dataclass
 class EvaluateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
     decode: DecodeConfig = field(default_factory=DecodeConfig)
@@ -134,6 +137,7 @@ class EvaluateJobConfig:
 @dataclass
 class TranslateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout
     decode: DecodeConfig = field(default_factory=DecodeConfig)

@@ -15,11 +15,16 @@ from rpr_nmt.model import Transformer, build_model
 
 
 def load_for_inference(
-    paths: str | Path | Sequence[str | Path], device: str | torch.device = "cpu"
+    paths: str | Path | Sequence[str | Path],
+    device: str | torch.device = "cpu",
+    *,
+    use_ema: bool = True,
 ) -> tuple[Transformer, Tokenizer, TrainJobConfig]:
     """Build a checkpoint's model (several are averaged) in eval mode, with its own BPE model.
 
-    Loading stays weights_only (rpr_nmt.checkpoint.state.load_checkpoint).
+    The model gets the checkpoint's moving average of the weights when it has one (a run with
+    train.ema_decay > 0) and `use_ema`, else the trained weights. Loading stays weights_only
+    (rpr_nmt.checkpoint.state.load_checkpoint).
 
     Returns:
         (model, tokenizer, config) where config is the job config the run was trained with.
@@ -31,6 +36,6 @@ def load_for_inference(
     model = build_model(
         state.config.model, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id
     )
-    model.load_state_dict(state.model)
+    model.load_state_dict(state.weights(use_ema))
     model.to(device).eval()
     return model, tokenizer, state.config

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from rpr_nmt.checkpoint.state import (
     load_checkpoint,
     save_checkpoint,
 )
+from rpr_nmt.data.cache import owned_temporary
 
 log = logging.getLogger("rpr_nmt.checkpoint")
 
@@ -49,7 +49,7 @@ def step_checkpoints(checkpoint_dir: Path) -> list[Path]:
 
 def link_atomically(source: Path, target: Path) -> None:
     """Make `target` name the same file as `source` (hard link, else a copy), atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = owned_temporary(target)
     os.close(fd)
     os.unlink(tmp)
     try:
@@ -128,8 +128,9 @@ def checkpoint_paths(inputs: Sequence[str | Path], last: int | None = None) -> l
 def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
     """Average model parameters over checkpoints of one run (as the paper's big model did).
 
-    Returns the newest checkpoint's state (by step) with the averaged weights, and without
-    optimizer, scheduler and scaler state, since an averaged model has none that match.
+    Returns the newest checkpoint's state (by step) with the averaged weights (and averaged weight
+    averages when every checkpoint has one), and without optimizer, scheduler and scaler state,
+    since an averaged model has none that match.
     """
     if not paths:
         raise CheckpointError("no checkpoints given to average")
@@ -147,9 +148,12 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
             averaged[name] = total.to(tensor.dtype)
         else:
             averaged[name] = tensor.clone()
+    ema = None  # the weight averages are averaged too, when every checkpoint has one
+    if all(s.ema is not None for s in states):
+        ema = {n: torch.stack([s.ema[n] for s in states]).mean(dim=0) for n in states[0].ema}
     newest = max(states, key=lambda s: s.step)
     return replace(
-        newest, model=averaged, optimizer=None, scheduler=None, scaler=None,
+        newest, model=averaged, optimizer=None, scheduler=None, scaler=None, ema=ema,
         averaged_from=[str(p) for p in paths],
     )  # fmt: skip
 

@@ -10,7 +10,7 @@ the training-only parts empty.
 from __future__ import annotations
 
 import os
-import tempfile
+import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from rpr_nmt.config import TrainJobConfig, job_config_from_dict
+from rpr_nmt.data.cache import owned_temporary
 
 
 class CheckpointError(Exception):
@@ -42,6 +43,7 @@ class Progress:
     run_seconds: float = 0.0  # wall time of all sessions (train.max_time_minutes counts it)
     train_tokens: int = 0  # source + target tokens trained on
     train_seconds: float = 0.0  # seconds spent in update steps (tokens/s = tokens / seconds)
+    skipped_updates: int = 0  # updates skipped for a non-finite loss or gradient
 
 
 @dataclass
@@ -58,6 +60,7 @@ class TrainingState:
         data_state: the training batch iterator's position (epoch, position).
         rng_per_rank: each rank's random states (rpr_nmt.train.rng).
         best, progress: see BestSoFar and Progress.
+        ema: the moving average of the weights (train.ema_decay > 0), float32, by state-dict name.
         averaged_from: the checkpoints whose mean the model is, when it is one.
     """
 
@@ -73,7 +76,15 @@ class TrainingState:
     rng_per_rank: list[dict[str, Any]] = field(default_factory=list)
     best: BestSoFar = field(default_factory=BestSoFar)
     progress: Progress = field(default_factory=Progress)
+    ema: dict[str, torch.Tensor] | None = None
     averaged_from: list[str] | None = None
+
+    def weights(self, use_ema: bool = True) -> dict[str, torch.Tensor]:
+        """The model state dict to translate with: the weight average when there is one and
+        `use_ema`, cast to the trained tensors' dtypes; else the trained weights."""
+        if not use_ema or self.ema is None:
+            return self.model
+        return with_average(self.model, self.ema)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for torch.save (the config and the figures as dicts)."""
@@ -118,14 +129,26 @@ class TrainingState:
             )
 
 
+def with_average(
+    weights: dict[str, torch.Tensor], average: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """`weights` (a state dict) with each averaged tensor put in, in the weight's own dtype."""
+    return {
+        name: average[name].to(value.dtype) if name in average else value
+        for name, value in weights.items()
+    }
+
+
 def save_checkpoint(state: TrainingState, path: str | Path) -> Path:
     """Write `state` to `path` atomically: a temporary file in the same folder, fsync, then rename.
 
     A crash at any moment leaves either the previous file or the new one, never a truncated one.
+    A write error (a full disk) leaves the previous file too, and raises CheckpointError with the
+    path and the free space.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = owned_temporary(path)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state.to_dict(), f)
@@ -133,6 +156,14 @@ def save_checkpoint(state: TrainingState, path: str | Path) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        free = shutil.disk_usage(path.parent).free / 2**20
+        raise CheckpointError(
+            f"cannot write checkpoint {path}: {e.strerror or e} ({free:,.0f} MiB free in "
+            f"{path.parent}); the earlier checkpoints are intact: free some space (or keep fewer: "
+            "train.keep_last) and rerun the same command to resume"
+        ) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

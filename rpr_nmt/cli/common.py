@@ -38,6 +38,13 @@ def checkpoints_of(value: Any) -> list[Path]:
     return checkpoint_paths([str(item) for item in items])
 
 
+def use_ema(weights: str) -> bool:
+    """The `weights=` setting: "ema" (the checkpoint's weight average when it has one) or "raw"."""
+    if weights not in ("ema", "raw"):
+        raise UsageError(f"weights={weights!r}: use ema (the weight average, if any) or raw")
+    return weights == "ema"
+
+
 def checked_decode_config(cfg: DecodeConfig) -> DecodeConfig:
     """cfg itself once its values are known to work (UsageError names the one that does not)."""
     from rpr_nmt.decode import check_decode_config

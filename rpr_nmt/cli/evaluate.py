@@ -15,7 +15,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rpr_nmt.cli.common import checked_decode_config, checkpoints_of, exit_on_error, job_config
+from rpr_nmt.cli.common import (
+    checked_decode_config,
+    checkpoints_of,
+    exit_on_error,
+    job_config,
+    use_ema,
+)
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import EvaluateJobConfig
 
@@ -32,7 +38,7 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     paths = [str(p) for p in checkpoints_of(job.checkpoint)]
     decode = checked_decode_config(job.decode)
     device = resolve_device(decode.device)
-    model, tokenizer, config = load_for_inference(paths, device)
+    model, tokenizer, config = load_for_inference(paths, device, use_ema=use_ema(job.weights))
     data_cfg = job.data if job.data is not None else config.data
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)

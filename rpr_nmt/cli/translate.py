@@ -22,6 +22,7 @@ from rpr_nmt.cli.common import (
     checkpoints_of,
     exit_on_error,
     job_config,
+    use_ema,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import TranslateJobConfig
@@ -57,7 +58,8 @@ def run(job: TranslateJobConfig) -> None:
 
     paths, decode = checkpoints_of(job.checkpoint), checked_decode_config(job.decode)
     sentences = read_input(job.input)
-    model, tokenizer, _ = load_for_inference(paths, resolve_device(decode.device))
+    device = resolve_device(decode.device)
+    model, tokenizer, _ = load_for_inference(paths, device, use_ema=use_ema(job.weights))
     results = translate(model, tokenizer, sentences, decode)
     texts = [
         [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]

@@ -1,12 +1,25 @@
-"""On-disk caches keyed by content hashes: atomic writes and key construction."""
+"""On-disk caches keyed by content hashes: atomic writes, their temporary files, key construction.
+
+Every file is written through a temporary file in its own folder and renamed into place. The
+temporary file's name says who writes it (`.NAME.owner=HOST=PID=RANDOM.tmp`), so that a process
+starting later can remove what a killed writer left behind without touching a file that a live
+process (another job of the same sweep, sharing the cache) is still writing.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+_OWNED = re.compile(r"\.owner=(?P<host>.+)=(?P<pid>\d+)=[^=/]*\.tmp$")
+# Temporary files without an owner (older versions) or of another host count as stale after this.
+STALE_AFTER_SECONDS = 6 * 3600
 
 CACHE_VERSION = 1  # bump when the cached formats or the cleaning rules change
 
@@ -16,6 +29,50 @@ def hash_key(*parts: Any) -> str:
     return hashlib.sha256(repr((CACHE_VERSION, *parts)).encode()).hexdigest()
 
 
+def owned_temporary(target: Path) -> tuple[int, str]:
+    """Create the temporary file that will become `target`: (open descriptor, path)."""
+    owner = f"owner={socket.gethostname()}={os.getpid()}="
+    return tempfile.mkstemp(prefix=f".{target.name}.{owner}", suffix=".tmp", dir=target.parent)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def is_stale(path: Path, now: float | None = None) -> bool:
+    """Whether a temporary file was left behind by a writer that is gone.
+
+    Files of this host are stale when their writer's process no longer runs; files of other
+    hosts, or without an owner in their name, when older than STALE_AFTER_SECONDS.
+    """
+    match = _OWNED.search(path.name)
+    if match and match["host"] == socket.gethostname():
+        return not _process_alive(int(match["pid"]))
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except FileNotFoundError:  # its writer just renamed it into place
+        return False
+    return age > STALE_AFTER_SECONDS
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Delete the temporary files (`*.tmp`) in `folder` whose writers are gone; returns them."""
+    if not folder.is_dir():
+        return []
+    removed = []
+    for path in folder.glob("*.tmp"):
+        if is_stale(path):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write bytes to path through a temporary file in the same folder and a rename.
 
@@ -23,7 +80,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     key (ranks of one job) each install a complete file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    fd, tmp = owned_temporary(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data.bpe import bpe_settings, load_or_train_bpe
-from rpr_nmt.data.cache import atomic_write, hash_key
+from rpr_nmt.data.cache import atomic_write, hash_key, remove_stale_temporaries
 from rpr_nmt.data.cleaning import CleaningReport, drop_empty_and_duplicates, length_mask
 from rpr_nmt.data.corpus import EncodedCorpus
 from rpr_nmt.data.errors import DataError
@@ -114,6 +114,9 @@ def prepare_data(data_cfg: DataConfig, *, splits: Sequence[str], log: Log = prin
         raise DataError(
             f"data.cache_dir is unresolved ({cache}); resolve the config before prepare_data"
         )
+    for folder in (cache / "bpe", cache / "encoded"):  # left by killed writers; live ones stay
+        for path in remove_stale_temporaries(folder):
+            log(f"[data] removed {path}, left by an interrupted writer")
 
     start = time.perf_counter()
     text = _TrainText(cfg, log)

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.checkpoint.state import with_average
+
 
 def ema_decay_at(decay: float, step: int) -> float:
     """d_t: the weight of the old average at update `step` (1-based)."""
@@ -64,7 +66,7 @@ class WeightAverage:
 
     def weights_for(self, model: nn.Module) -> dict[str, Tensor]:
         """A full state dict for `model` with the averaged tensors in the model's dtypes."""
-        return ema_state_dict(model.state_dict(), self.average)
+        return with_average(model.state_dict(), self.average)
 
     @contextlib.contextmanager
     def swapped_into(self, model: nn.Module) -> Iterator[nn.Module]:
@@ -75,11 +77,3 @@ class WeightAverage:
             yield model
         finally:
             model.load_state_dict(own)
-
-
-def ema_state_dict(model_state: dict[str, Tensor], average: dict[str, Tensor]) -> dict[str, Tensor]:
-    """`model_state` with each averaged tensor put in, cast to the model tensor's dtype."""
-    return {
-        name: average[name].to(value.dtype) if name in average else value
-        for name, value in model_state.items()
-    }

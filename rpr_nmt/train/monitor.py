@@ -4,7 +4,8 @@ Only rank 0 reports; the other ranks get a Monitor with enabled=False whose meth
 
     <run_dir>/train.log        Python logging (Hydra's file handler)
     <run_dir>/tb/              TensorBoard events: train/loss, train/ppl, lr, grad_norm,
-                               tokens_per_sec, valid/loss, valid/ppl, valid/bleu
+                               tokens_per_sec, train/skipped_updates, valid/loss, valid/ppl,
+                               valid/bleu
     <run_dir>/metrics.jsonl    one JSON line per log or validation event (the resume test reads it)
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
+
+from rpr_nmt.data.cache import atomic_write
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -124,10 +127,14 @@ class Monitor:
         self.writer.flush()
         self._record("valid", step, figures)
 
-    def warn(self, message: str) -> None:
-        """A warning every rank may raise, logged once."""
-        if self.enabled:
-            log.warning(message)
+    def skipped(self, step: int, total: int) -> None:
+        """An update skipped for a non-finite loss or gradient: a warning, and the run's count
+        of skipped updates in TensorBoard (train/skipped_updates) and metrics.jsonl."""
+        if not self.enabled:
+            return
+        log.warning("non-finite loss or gradient at update %d: skipped (%d so far)", step, total)
+        self.writer.add_scalar("train/skipped_updates", total, step)
+        self._record("skipped", step, {"skipped_updates": total})
 
     def _record(self, kind: str, step: int, figures: dict[str, float]) -> None:
         self.metrics.write(json.dumps({"kind": kind, "step": step, **figures}) + "\n")
@@ -179,6 +186,4 @@ class TrainWindow:
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """Write train_summary.json (atomically: a temporary file, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, (json.dumps(summary, indent=2, default=str) + "\n").encode())

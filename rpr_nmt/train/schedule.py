@@ -50,6 +50,22 @@ def learning_rate(step: int, *, schedule: str, lr: float, warmup_steps: int, d_m
     raise SettingsError(f"train.schedule={schedule!r} is not a schedule; use one of {SCHEDULES}")
 
 
+def cooldown_factor(progress: float, cooldown: float) -> float:
+    """The multiplier of a linear decay to zero over the last `cooldown` of a run's budget.
+
+    Args:
+        progress: the share of the budget spent, 0..1: updates over train.max_steps, or minutes
+            over train.max_time_minutes under a time limit (whichever is further along).
+        cooldown: train.cooldown, the final share over which the rate falls to 0; 0 = off.
+
+    Returns:
+        1 before the cool-down, then (1 - progress) / cooldown, down to 0 at the end.
+    """
+    if cooldown <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (1.0 - progress) / cooldown))
+
+
 class Schedule:
     """The learning rate as a function of the update number, with a checkpointable state.
 

@@ -9,12 +9,22 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("rpr_nmt.train")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+Clock = Callable[[], float]  # seconds, monotonic (time.perf_counter); the Trainer's is injectable
+
+
+class StopRequest(Protocol):
+    """Anything whose `requested` turns True when training should stop (StopSignals: SIGTERM);
+    the Trainer's is injectable."""
+
+    requested: bool
 
 
 class StopSignals:

@@ -167,12 +167,13 @@ def _clip_and_step(
     if clip_norm > 0:
         torch.nn.utils.clip_grads_with_norm_(model.parameters(), clip_norm, norm)
     grad_norm = float(norm)
-    if (
-        scaler is not None
-    ):  # the scaler skips steps with inf/nan gradients itself and lowers its scale
+    if scaler is not None:
+        # The scaler skips a step whose gradients hold inf/nan itself, and lowers its scale
+        # exactly then: a lower scale afterwards means this update was not applied.
+        scale = scaler.get_scale()
         scaler.step(optimizer)
         scaler.update()
-        return True, grad_norm
+        return scaler.get_scale() >= scale, grad_norm
     if not math.isfinite(grad_norm):
         return False, grad_norm
     optimizer.step()

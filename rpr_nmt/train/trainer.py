@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -26,18 +25,20 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from rpr_nmt.checkpoint import (
     BestSoFar,
     CheckpointError,
-    Progress,
     TrainingState,
     average_last,
     load_checkpoint,
     write_step_checkpoint,
 )
 from rpr_nmt.config import TrainJobConfig
+from rpr_nmt.data.cache import remove_stale_temporaries
 from rpr_nmt.train import rng
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
+from rpr_nmt.train.ema import WeightAverage
 from rpr_nmt.train.errors import DivergenceError, SettingsError
 from rpr_nmt.train.monitor import Monitor, TrainWindow, peak_memory_mb, write_summary
-from rpr_nmt.train.schedule import Schedule
+from rpr_nmt.train.runtime import RunTime
+from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
     build_optimizer,
     check_settings,
@@ -45,7 +46,7 @@ from rpr_nmt.train.setup import (
     seed_everything,
     wrap_model,
 )
-from rpr_nmt.train.signals import StopSignals
+from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
 from rpr_nmt.train.validation import (
     evaluate_at_end,
@@ -55,14 +56,6 @@ from rpr_nmt.train.validation import (
 )
 
 log = logging.getLogger("rpr_nmt.train")
-
-Clock = Callable[[], float]  # seconds, monotonic (time.perf_counter)
-
-
-class StopRequest(Protocol):
-    """Anything whose `requested` turns True when training should stop (StopSignals: SIGTERM)."""
-
-    requested: bool
 
 
 def train(config: TrainJobConfig, run_dir: str | Path) -> dict[str, Any]:
@@ -103,23 +96,17 @@ class Trainer:
         self.best = BestSoFar()
         self.best_pending = False  # a new best awaits the next checkpoint
         self.last_train_loss: float | None = None
-        self.earlier = (
-            Progress()
-        )  # totals of the earlier sessions of this run (from the checkpoint)
         self.stopped_by = "max_steps"
         self.validated_at: int | None = None
         self.saved_at: int | None = None
 
     def run(self) -> dict[str, Any]:
         """Set up, train, finish; always release the process group, signal handlers and files."""
-        self.started = self.clock()
+        self.time = RunTime(self.clock, self.cfg.max_time_minutes)
         self.ctx: DistributedContext = init_distributed(self.cfg.device)
         self.monitor: Monitor | None = None
-        stop = (
-            StopSignals()
-            if self.stop_request is None
-            else contextlib.nullcontext(self.stop_request)
-        )
+        stop = self.stop_request
+        stop = StopSignals() if stop is None else contextlib.nullcontext(stop)
         try:
             with stop as self.signals, logging_redirect_tqdm():
                 self._setup()
@@ -138,6 +125,10 @@ class Trainer:
         check_settings(cfg)
         self.autocast = autocast_factory(cfg.precision, ctx.device)
         seed_everything(cfg.seed)
+        if ctx.is_main:  # what a killed earlier session left half-written
+            for folder in (self.run_dir, self.checkpoint_dir):
+                for path in remove_stale_temporaries(folder):
+                    log.info("removed %s, left by an interrupted session", path)
         data = load_training_data(self.config, ctx, self.run_dir, log)
         self.tokenizer = tok = data.tokenizer
         self.train_iterator, self.valid_iterator = data.train_batches, data.valid_batches
@@ -153,13 +144,14 @@ class Trainer:
             d_model=self.config.model.d_model,
         )  # fmt: skip
         self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
+        self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
         self.forward_model = wrap_model(self.model, ctx, compile=cfg.compile)
         self.batches = iter(self.train_iterator)
         self.guard = NonFiniteGuard(cfg.max_bad_steps)
         self.monitor = Monitor(
             self.run_dir, enabled=ctx.is_main, start_step=self.step, max_steps=cfg.max_steps,
-            time_limit_minutes=cfg.max_time_minutes, run_seconds=self.earlier.run_seconds,
+            time_limit_minutes=cfg.max_time_minutes, run_seconds=self.time.earlier.run_seconds,
         )  # fmt: skip
         log.info(
             "model: %d parameters | device %s | %s | world size %d | starting at update %d",
@@ -179,31 +171,34 @@ class Trainer:
             self.scaler.load_state_dict(state.scaler)
         self.train_iterator.load_state_dict(state.data_state)
         rng.restore_rng(state.rng_per_rank, self.ctx)
+        if self.ema is not None and state.ema is not None:
+            self.ema.load_state_dict(state.ema)
+        elif self.ema is not None:  # switched on mid-run: the average starts from these weights
+            log.warning("train.ema_decay is new to this run: the weight average starts now")
         self.step = self.saved_at = state.step
         self.best = state.best
         self.last_train_loss = state.progress.train_loss
-        self.earlier = state.progress
+        self.time.earlier = state.progress
         log.info(
             "resumed from %s at update %d (%.1f min of earlier sessions)",
-            path, self.step, self.earlier.run_seconds / 60,
+            path, self.step, self.time.earlier.run_seconds / 60,
         )  # fmt: skip
 
     # ------------------------------------------------------------------------------------- loop
     def _train(self) -> None:
         cfg, ctx = self.cfg, self.ctx
-        self.session = Progress()  # this session's updates are counted in `session_steps`
         self.session_steps = 0
         window = TrainWindow()
-        left = self._minutes_left(self.earlier.run_seconds)
+        left = self.time.minutes_left(self.time.earlier.run_seconds)
         if left is not None and left < 0:
             # A resumed run whose earlier sessions used up the time limit trains no further.
             self.stopped_by = "time_limit"
             return
         while self.step < cfg.max_steps:
-            left = self._minutes_left(self._run_seconds())
+            left = self.time.minutes_left()
             timed_out = left is not None and left < 0
             batches = [next(self.batches) for _ in range(cfg.update_freq)]
-            lr = self.schedule(self.step + 1)
+            lr = self.schedule(self.step + 1) * cooldown_factor(self._progress(), cfg.cooldown)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             t0 = self.clock()
@@ -217,15 +212,19 @@ class Trainer:
             if result.applied:
                 self.step += 1
                 self.last_train_loss = result.loss
-            else:
-                self.monitor.warn(f"non-finite loss or gradient at update {self.step + 1}: skipped")
+                if self.ema is not None:
+                    self.ema.update(self.model, self.step)
             self.session_steps += int(result.applied)
-            self.session.train_tokens += result.n_src_tokens + result.n_tgt_tokens
-            self.session.train_seconds += seconds
+            tokens = result.n_src_tokens + result.n_tgt_tokens
+            self.time.add_update(tokens, seconds, applied=result.applied)
+            if not result.applied:
+                skipped = self.time.totals(self.last_train_loss).skipped_updates
+                self.monitor.skipped(self.step + 1, skipped)
             window.add(result, lr, seconds)
-            figures = {"loss": result.loss, "lr": lr, **self._speed()}
-            run_seconds = self._run_seconds()
-            left = self._minutes_left(run_seconds)
+            figures = {"loss": result.loss, "lr": lr}
+            figures["tokens_per_sec"] = self.time.session_tokens_per_sec()
+            run_seconds = self.time.run_seconds()
+            left = self.time.minutes_left(run_seconds)
             if left is not None:  # under a time limit the bar counts the limit's seconds
                 figures.update(minutes_left=left, run_seconds=run_seconds)
             self.monitor.step(self.step, figures)
@@ -248,32 +247,37 @@ class Trainer:
             if result.applied and (self.step % cfg.save_every == 0 or self.best_pending):
                 self._save()
 
-    def _run_seconds(self) -> float:
-        """Wall time of the whole run: earlier sessions (resumed from) plus this one."""
-        return self.earlier.run_seconds + self.clock() - self.started
-
-    def _minutes_left(self, run_seconds: float) -> float | None:
-        """Minutes left under train.max_time_minutes (None = no limit); negative once over it.
-        The limit counts the run's total time, so a rerun does not start afresh."""
-        limit = self.cfg.max_time_minutes
-        return None if limit is None else limit - run_seconds / 60
-
-    def _run_totals(self) -> Progress:
-        """Whole-run totals: earlier sessions plus this one."""
-        return Progress(
-            train_loss=self.last_train_loss,
-            run_seconds=self._run_seconds(),
-            train_tokens=self.earlier.train_tokens + self.session.train_tokens,
-            train_seconds=self.earlier.train_seconds + self.session.train_seconds,
-        )
-
-    def _speed(self) -> dict[str, float]:
-        seconds = max(self.session.train_seconds, 1e-9)
-        return {"tokens_per_sec": self.session.train_tokens / seconds}
+    def _progress(self) -> float:
+        """The share of the budget spent: updates of max_steps, or minutes of the time limit."""
+        progress = self.step / self.cfg.max_steps
+        if self.cfg.max_time_minutes is not None:
+            progress = max(progress, self.time.run_seconds() / 60 / self.cfg.max_time_minutes)
+        return progress
 
     # ------------------------------------------------------------------- validation, checkpoint
+    def _evaluation_weights(self) -> contextlib.AbstractContextManager:
+        """The model with the weight average inside the block when the run keeps one."""
+        if self.ema is None:
+            return contextlib.nullcontext(self.model)
+        return self.ema.swapped_into(self.model)
+
     def _validate(self) -> None:
         """Validation loss and perplexity (all ranks), greedy BLEU (rank 0); track the best."""
+        with self._evaluation_weights():
+            figures = self._validation_figures()
+        self.monitor.valid(self.step, figures)
+        self.validated_at = self.step
+        best, metric = self.best, self.cfg.best_metric
+        value = figures["loss"] if metric == "loss" else figures.get("bleu", float("nan"))
+        if is_better(metric, value, best.metric_value):
+            best.metric_value, best.step = value, self.step
+            self.best_pending = True
+        if best.valid_loss is None or figures["loss"] < best.valid_loss:
+            best.valid_loss = figures["loss"]
+        if "bleu" in figures and (best.valid_bleu is None or figures["bleu"] > best.valid_bleu):
+            best.valid_bleu = figures["bleu"]
+
+    def _validation_figures(self) -> dict[str, float]:
         figures = validation_loss(
             self.model, self.valid_iterator, ctx=self.ctx, autocast=self.autocast,
             pad_id=self.tokenizer.pad_id, label_smoothing=self.cfg.label_smoothing,
@@ -289,17 +293,7 @@ class Trainer:
             figures["bleu"] = self.ctx.all_reduce_sum(
                 torch.tensor([bleu], dtype=torch.float64)
             ).item()
-        self.monitor.valid(self.step, figures)
-        self.validated_at = self.step
-        best, metric = self.best, self.cfg.best_metric
-        value = figures["loss"] if metric == "loss" else figures.get("bleu", float("nan"))
-        if is_better(metric, value, best.metric_value):
-            best.metric_value, best.step = value, self.step
-            self.best_pending = True
-        if best.valid_loss is None or figures["loss"] < best.valid_loss:
-            best.valid_loss = figures["loss"]
-        if "bleu" in figures and (best.valid_bleu is None or figures["bleu"] > best.valid_bleu):
-            best.valid_bleu = figures["bleu"]
+        return figures
 
     def _save(self) -> None:
         """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
@@ -317,7 +311,8 @@ class Trainer:
                 data_state=self.train_iterator.state_dict(),
                 rng_per_rank=rng_per_rank,
                 best=replace(self.best),
-                progress=self._run_totals(),
+                progress=self.time.totals(self.last_train_loss),
+                ema=self.ema.state_dict() if self.ema is not None else None,
             )
             keep = max(self.cfg.keep_last, self.cfg.average_last)
             write_step_checkpoint(
@@ -344,14 +339,19 @@ class Trainer:
         return self._write_summary(extra)
 
     def _average_and_evaluate(self) -> dict[str, Any]:
-        """Average the last checkpoints when asked, then decode valid and test with cfg.decode."""
+        """Average the last checkpoints when asked, then decode valid and test with cfg.decode,
+        with the weights rpr-nmt-evaluate would load (the weight average when there is one)."""
         extra: dict[str, Any] = {}
-        model, checkpoint = self.model, self.checkpoint_dir / "last.pt"
+        model, checkpoint, weights = self.model, self.checkpoint_dir / "last.pt", None
         if self.cfg.average_last > 0:
             checkpoint, averaged = average_last(self.checkpoint_dir, self.cfg.average_last)
-            model = deepcopy(self.model)
-            model.load_state_dict(averaged.model)
+            weights = averaged.weights()
             extra["averaged_checkpoint"] = str(checkpoint)
+        elif self.ema is not None:
+            weights = self.ema.weights_for(self.model)
+        if weights is not None and self.cfg.evaluate_at_end:
+            model = deepcopy(self.model)
+            model.load_state_dict(weights)
         if self.cfg.evaluate_at_end:
             extra["evaluated_checkpoint"] = str(checkpoint)
             extra.update(
@@ -364,7 +364,7 @@ class Trainer:
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
         best_path = self.checkpoint_dir / "best.pt"
-        totals = self._run_totals()  # a resumed run counts its earlier sessions too
+        totals = self.time.totals(self.last_train_loss)  # earlier sessions count too
         summary = {
             "steps": self.step,
             "final_train_loss": self.last_train_loss,
@@ -375,11 +375,12 @@ class Trainer:
             "train_tokens": totals.train_tokens,
             "train_seconds": totals.train_seconds,
             "wall_seconds": totals.run_seconds,
-            "session_wall_seconds": self.clock() - self.started,
+            "session_wall_seconds": self.time.session_seconds(),
             "peak_memory_mb": peak_memory_mb(self.ctx.device),
             "last_checkpoint": str(self.checkpoint_dir / "last.pt"),
             "best_checkpoint": str(best_path) if best_path.exists() else None,
             "stopped_by": self.stopped_by,
+            "skipped_updates": totals.skipped_updates,
             "session_steps": self.session_steps,
             "n_parameters": self.n_parameters,
             "device": str(self.ctx.device),

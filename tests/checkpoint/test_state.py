@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import asdict, replace
 
 import pytest
@@ -85,6 +86,24 @@ def test_foreign_and_broken_files_fail_with_one_line_naming_the_file(tmp_path):
     torch.save(future, tmp_path / "future.pt")
     with pytest.raises(CheckpointError, match=r"future.pt.*another version.*\['rotary'\]"):
         load_checkpoint(tmp_path / "future.pt")
+
+
+def test_a_full_disk_names_the_path_and_the_free_space_and_keeps_the_old_file(
+    tmp_path, monkeypatch
+):
+    path = save_checkpoint(small_state(1), tmp_path / "last.pt")
+
+    def full_disk(obj, f):
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("rpr_nmt.checkpoint.state.torch.save", full_disk)
+    with pytest.raises(CheckpointError, match=r"cannot write checkpoint .*last.pt: No space left "
+                       r"on device \([\d,]+ MiB free in .*\).*rerun the same command"):  # fmt: skip
+        save_checkpoint(small_state(2), path)
+    monkeypatch.undo()
+    assert load_checkpoint(path).step == 1  # the previous file, intact
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary left
 
 
 def test_resuming_another_model_or_bpe_is_refused(tmp_path):

@@ -112,8 +112,9 @@ def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
         ([], "no checkpoint given"),
         (["CKPT", "split=nosuchsplit"], "missing data file"),
         (["CKPT", "decode.precision=fp8"], "decode.precision"),
+        (["CKPT", "weights=latest"], "weights='latest'"),
     ],
-    ids=["missing_checkpoint", "no_checkpoint", "missing_split", "bad_precision"],
+    ids=["missing_checkpoint", "no_checkpoint", "missing_split", "bad_precision", "bad_weights"],
 )
 def test_evaluate_errors_are_one_line_and_exit_2(tiny_run, tmp_path, args, message):
     args = [f"checkpoint={tiny_run['a']}" if a == "CKPT" else a for a in args]

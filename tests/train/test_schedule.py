@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rpr_nmt.train import Schedule, SettingsError, learning_rate
+from rpr_nmt.train.schedule import cooldown_factor
 
 
 @pytest.mark.parametrize(
@@ -46,3 +47,11 @@ def test_schedule_object_and_errors():
         Schedule(schedule="noma", lr=1.0, warmup_steps=1, d_model=8)
     with pytest.raises(ValueError, match="from 1"):
         schedule(0)
+
+
+def test_cooldown_falls_linearly_to_zero_over_the_last_share():
+    assert cooldown_factor(0.5, 0.0) == 1.0  # off
+    assert cooldown_factor(0.7, 0.2) == 1.0  # before the last 20 %
+    assert cooldown_factor(0.9, 0.2) == pytest.approx(0.5)
+    assert cooldown_factor(1.0, 0.2) == 0.0
+    assert cooldown_factor(1.3, 0.2) == 0.0  # past the budget (an update in flight)

@@ -78,6 +78,23 @@ def test_non_finite_loss_skips_the_update_and_the_guard_stops():
             guard.check(False, step=3)
 
 
+def test_a_step_the_gradient_scaler_skips_is_reported_as_skipped():
+    # A finite loss with an infinite gradient (as fp16 overflow gives): the scaler must skip the
+    # optimizer step and halve its scale, and train_step must say the update was not applied.
+    model = tiny_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    hook = next(model.parameters()).register_hook(lambda grad: grad + float("inf"))
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    result = _step(model, optimizer, [random_batch(0)], scaler=scaler)
+    assert not result.applied and scaler.get_scale() == 512.0
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    hook.remove()
+    result = _step(model, optimizer, [random_batch(0)], scaler=scaler)
+    assert result.applied and scaler.get_scale() == 512.0
+
+
 def test_clipping_limits_the_norm():
     model = tiny_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)

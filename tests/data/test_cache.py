@@ -1,0 +1,52 @@
+"""Temporary files of the caches: named after their writer, removed only once it is gone."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from rpr_nmt.data.cache import (
+    STALE_AFTER_SECONDS,
+    atomic_write,
+    owned_temporary,
+    remove_stale_temporaries,
+)
+
+
+def dead_pid() -> int:
+    """The process id of a process that has exited."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def test_only_temporaries_of_gone_writers_are_removed(tmp_path):
+    host = socket.gethostname()
+    dead = tmp_path / f".a.npz.owner={host}={dead_pid()}=x1.tmp"
+    live = tmp_path / f".b.npz.owner={host}={os.getpid()}=x2.tmp"
+    other_host_recent = tmp_path / f".c.npz.owner=elsewhere={os.getpid()}=x3.tmp"
+    unowned_old = tmp_path / "d.npz8f2k.tmp"  # written by an older version
+    unowned_recent = tmp_path / "e.npz8f2k.tmp"
+    keep = tmp_path / "f.npz"
+    for path in (dead, live, other_host_recent, unowned_old, unowned_recent, keep):
+        path.write_bytes(b"x")
+    old = time.time() - STALE_AFTER_SECONDS - 60
+    os.utime(unowned_old, (old, old))
+    removed = remove_stale_temporaries(tmp_path)
+    assert sorted(removed) == sorted([dead, unowned_old])
+    assert (
+        live.exists() and other_host_recent.exists() and unowned_recent.exists() and keep.exists()
+    )
+    assert remove_stale_temporaries(tmp_path / "missing") == []
+
+
+def test_atomic_writes_name_their_writer_and_leave_nothing_behind(tmp_path):
+    fd, name = owned_temporary(tmp_path / "x.bin")
+    os.close(fd)
+    assert f"owner={socket.gethostname()}={os.getpid()}=" in name and name.endswith(".tmp")
+    os.unlink(name)
+    atomic_write(tmp_path / "y.bin", b"data")
+    assert [p.name for p in tmp_path.iterdir()] == ["y.bin"]
