@@ -1,0 +1,107 @@
+"""rpr-nmt-export: write a checkpoint as a CTranslate2 model folder that translates on its own.
+
+    rpr-nmt-export runs/train/big/checkpoints/last.pt --format ctranslate2 -o exported/big
+    rpr-nmt-export avg20.pt --format ctranslate2 -o exported/big-int8 --quantization int8
+
+The folder holds the CTranslate2 model, the checkpoint's BPE model as sentencepiece.model, and
+rpr_nmt_export.json (checkpoint, step, weights, model and decode settings). Models CTranslate2
+cannot represent exactly (one relative table per head; the sinusoid together with relative
+positions) are refused with one line naming the setting. Errors exit with status 2. See
+docs/deployment.md for translating with the folder and the options that reproduce our decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
+from rpr_nmt.data import DataError, Tokenizer
+from rpr_nmt.export import QUANTIZATIONS, ExportError, export_ctranslate2
+from rpr_nmt.model import Transformer, build_model
+
+PROG = "rpr-nmt-export"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line arguments of rpr-nmt-export."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Export a checkpoint for fast inference (CTranslate2)."
+    )
+    parser.add_argument("checkpoint", help="a checkpoint file (rpr-nmt-average makes averages)")
+    parser.add_argument(
+        "--format", choices=["ctranslate2"], default="ctranslate2", help="the inference engine"
+    )
+    parser.add_argument("-o", "--output", required=True, help="the model folder to create")
+    parser.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default=None, help="weight type (default float32)"
+    )
+    parser.add_argument(
+        "--weights",
+        choices=["ema", "raw"],
+        default="ema",
+        help="ema: the checkpoint's weight average when it has one; raw: the trained weights",
+    )
+    parser.add_argument(
+        "--max-positions",
+        type=int,
+        default=1024,
+        help="sinusoid-only models: positions in the exported table (longer inputs fail)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing folder")
+    args = parser.parse_args(argv)
+    if args.max_positions < 1:
+        parser.error(f"--max-positions must be at least 1, got {args.max_positions}")
+    return args
+
+
+def load_model(path: str, weights: str) -> tuple[Transformer, Tokenizer, dict]:
+    """The checkpoint's model in eval mode, its tokenizer, and the provenance to record."""
+    state = load_checkpoint(path)
+    tokenizer = Tokenizer.from_proto(state.bpe_model)
+    model = build_model(
+        state.config.model, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id
+    )
+    try:
+        model.load_state_dict(state.weights(use_ema=weights == "ema"))
+    except RuntimeError as e:
+        first_line = str(e).strip().splitlines()[0]
+        raise ExportError(f"{path}: the weights do not fit its model config ({first_line})") from e
+    info = {
+        "checkpoint": str(path),
+        "step": state.step,
+        "weights": "ema" if weights == "ema" and state.ema is not None else "raw",
+        "model": asdict(state.config.model),
+        "decode": asdict(state.config.decode),
+    }
+    return model.eval(), tokenizer, info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on a bad checkpoint or a model it cannot export)."""
+    args = parse_args(argv)
+    try:
+        model, tokenizer, info = load_model(args.checkpoint, args.weights)
+        out = export_ctranslate2(
+            model,
+            tokenizer,
+            args.output,
+            quantization=args.quantization,
+            max_positions=args.max_positions,
+            force=args.force,
+            info=info,
+        )
+    except (CheckpointError, DataError, ExportError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"exported {args.checkpoint} (step {info['step']}, {info['weights']} weights) to {out} "
+        f"as CTranslate2 {args.quantization or 'float32'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

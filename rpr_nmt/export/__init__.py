@@ -1,0 +1,32 @@
+"""Deployment and analysis of trained models.
+
+    ctranslate2.py  export to CTranslate2 (check_exportable, build_spec, export_ctranslate2)
+    decoding.py     our decoding rules as CTranslate2 translate_batch options
+    inspect.py      the relative tables and the attention mass by relative distance (numbers)
+    plots.py        their PNG figures and index.md
+
+ctranslate2 is an optional dependency (pip install 'rpr-nmt[export]'): it is imported only when
+a model is exported or translated with it.
+"""
+
+from rpr_nmt.export.ctranslate2 import (
+    CTRANSLATE2_VERSION,
+    QUANTIZATIONS,
+    ExportError,
+    build_spec,
+    check_exportable,
+    export_ctranslate2,
+)
+from rpr_nmt.export.decoding import max_decoding_length, translate_ctranslate2, translate_options
+
+__all__ = [
+    "CTRANSLATE2_VERSION",
+    "QUANTIZATIONS",
+    "ExportError",
+    "build_spec",
+    "check_exportable",
+    "export_ctranslate2",
+    "max_decoding_length",
+    "translate_ctranslate2",
+    "translate_options",
+]

@@ -1,0 +1,177 @@
+"""rpr-nmt-export --format ctranslate2: CTranslate2 float32 decodes exactly as our greedy search.
+
+ctranslate2 is an optional extra (rpr-nmt[export]): without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.cli.export import main as export_main
+from rpr_nmt.config import DecodeConfig
+from rpr_nmt.data import BOS_ID, EOS_ID, Tokenizer
+from rpr_nmt.decode import translate
+from rpr_nmt.export import (
+    QUANTIZATIONS,
+    export_ctranslate2,
+    max_decoding_length,
+    translate_ctranslate2,
+    translate_options,
+)
+from rpr_nmt.model import build_model
+
+from .conftest import corpus, padded, tiny_config, train_tiny
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+spm = pytest.importorskip("sentencepiece")
+
+SOURCES = corpus(40, seed=11, max_words=14)[0] + ["park park park park park park."]
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_checkpoint, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ct2") / "tiny"
+    assert export_main([str(tiny_checkpoint), "--format", "ctranslate2", "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def ours(tiny_checkpoint):
+    state = load_checkpoint(tiny_checkpoint)
+    tok = Tokenizer.from_proto(state.bpe_model)
+    model = build_model(state.config.model, vocab_size=tok.vocab_size, pad_id=tok.pad_id)
+    model.load_state_dict(state.weights())
+    return model.eval(), tok
+
+
+def translator(path: Path):
+    return ctranslate2.Translator(str(path), device="cpu", intra_threads=1)
+
+
+def our_pieces(model, tok, sentences, cfg) -> list[list[str]]:
+    hyps = translate(model, tok, sentences, cfg)
+    return [[tok.id_to_piece(i) for i in h[0].tokens] for h in hyps]
+
+
+def test_the_folder_holds_model_vocabulary_and_sentencepiece(exported, ours):
+    _, tok = ours
+    names = {p.name for p in exported.iterdir()}
+    assert {"model.bin", "config.json", "sentencepiece.model", "rpr_nmt_export.json"} <= names
+    vocab = json.loads((exported / "shared_vocabulary.json").read_text())
+    assert vocab == [tok.id_to_piece(i) for i in range(tok.vocab_size)]  # ids match ours
+    config = json.loads((exported / "config.json").read_text())
+    tokens = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    assert {key: config[key] for key in tokens} == tokens
+    assert vocab.index("<pad>") == 0 and vocab.index("<s>") == BOS_ID
+    assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"
+    info = json.loads((exported / "rpr_nmt_export.json").read_text())
+    assert info["step"] == 120 and info["weights"] == "raw" and info["quantization"] == "float32"
+
+
+@pytest.mark.parametrize(
+    "a,b,min_len", [(1.2, 10, 1), (0.8, 2, 1), (1.0, 0, 3)], ids=["default", "tight", "min_len"]
+)
+def test_greedy_equals_ours_sentence_for_sentence(exported, ours, a, b, min_len):
+    model, tok = ours
+    cfg = DecodeConfig(beam_size=1, max_len_a=a, max_len_b=b, min_len=min_len, streams=1)
+    expected = our_pieces(model, tok, SOURCES, cfg)
+    got = [h[0] for h in translate_ctranslate2(translator(exported), tok, SOURCES, cfg)]
+    assert got == expected
+    caps = [max_decoding_length(len(tok.encode(s)) + 1, cfg) for s in SOURCES]
+    at_cap = sum(len(h) == c for h, c in zip(expected, caps))
+    assert 0 < at_cap < len(SOURCES)  # both rules at work: EOS chosen, and the length cap
+    assert all(len(h) >= min_len for h in expected)
+
+
+def test_one_call_with_the_largest_cap_differs_only_where_a_smaller_cap_is_reached(exported, ours):
+    model, tok = ours
+    cfg = DecodeConfig(beam_size=1, max_len_a=0.8, max_len_b=2, streams=1)
+    expected = our_pieces(model, tok, SOURCES, cfg)
+    caps = [max_decoding_length(len(tok.encode(s)) + 1, cfg) for s in SOURCES]
+    pieces = [[tok.id_to_piece(i) for i in tok.encode(s)] for s in SOURCES]
+    single = translator(exported).translate_batch(pieces, **translate_options(cfg, tok, max(caps)))
+    differ = {i for i, (r, e) in enumerate(zip(single, expected)) if r.hypotheses[0] != e}
+    reached = {i for i, (e, c) in enumerate(zip(expected, caps)) if len(e) == c < max(caps)}
+    assert differ and differ <= reached
+    for i in differ:  # ours stopped at its cap where CTranslate2 went on
+        assert single[i].hypotheses[0][: caps[i]] == expected[i]
+
+
+def test_an_empty_line_is_translated_by_ours_and_left_empty_by_ctranslate2(exported, ours):
+    # CTranslate2 skips a source without tokens (EncoderDecoderReplica::skip_translation); ours
+    # decodes from [EOS] alone. No option changes that: docs/deployment.md lists it.
+    model, tok = ours
+    cfg = DecodeConfig(beam_size=1, streams=1)
+    assert translate_ctranslate2(translator(exported), tok, [""], cfg) == [[[]]]
+    assert our_pieces(model, tok, [""], cfg) != [[]]
+
+
+def test_readme_lines_translate_text(exported, ours):
+    model, tok = ours
+    # The few lines of docs/deployment.md: the folder alone, no rpr_nmt.
+    translator_ = ctranslate2.Translator(str(exported), intra_threads=1)
+    sp = spm.SentencePieceProcessor(model_file=str(exported / "sentencepiece.model"))
+    text = ["a man rides a red bike.", "the dog sits on the street."]
+    results = translator_.translate_batch(
+        sp.encode(text, out_type=str), beam_size=1, max_input_length=0,
+        suppress_sequences=[["<pad>"], ["<s>"]],
+    )  # fmt: skip
+    translations = [sp.decode(r.hypotheses[0]) for r in results]
+    assert all(isinstance(t, str) and t for t in translations)
+    cfg = DecodeConfig(beam_size=1, max_len_a=0.0, max_len_b=256, streams=1)  # CT2's default cap
+    assert translations == [tok.decode(h[0].tokens) for h in translate(model, tok, text, cfg)]
+
+
+VARIANTS = {
+    "post_norm": dict(pre_norm=False),
+    "keys_only": dict(relative_values=False),
+    "values_only": dict(relative_keys=False),
+    "shared_across_layers": dict(share_relative_across_layers=True),
+    "untied": dict(tie_embeddings=False),
+    "one_head_per_head_tables": dict(n_heads=1, share_relative_across_heads=False),
+    "sinusoid_only": dict(max_relative_position=0, sinusoidal=True),
+    "no_positions": dict(max_relative_position=0),
+}
+
+
+@pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_exportable_variant_scores_and_decodes_like_ours(tiny_bpe, tmp_path, overrides):
+    torch.set_num_threads(1)
+    model = train_tiny(tiny_config(**overrides), tiny_bpe, steps=40)
+    out = export_ctranslate2(model, tiny_bpe, tmp_path / "m", max_positions=64)
+    sources, targets = corpus(12, seed=13)
+    src_pieces = [[tiny_bpe.id_to_piece(i) for i in tiny_bpe.encode(s)] for s in sources]
+    tgt_ids = [tiny_bpe.encode(t) for t in targets]
+    tgt_pieces = [[tiny_bpe.id_to_piece(i) for i in ids] for ids in tgt_ids]
+    scores = translator(out).score_batch(src_pieces, tgt_pieces)  # log p of targets + EOS
+    src = padded([tiny_bpe.encode(s) + [EOS_ID] for s in sources])
+    with torch.inference_mode():
+        logp = F.log_softmax(model(src, padded([[BOS_ID] + ids for ids in tgt_ids])), dim=-1)
+    for i, ids in enumerate(tgt_ids):
+        gold = torch.tensor(ids + [EOS_ID])
+        expected = logp[i, torch.arange(len(gold)), gold]
+        assert torch.allclose(torch.tensor(scores[i].log_probs), expected, atol=1e-4)
+    cfg = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=3, streams=1)
+    got = [h[0] for h in translate_ctranslate2(translator(out), tiny_bpe, sources, cfg)]
+    assert got == our_pieces(model, tiny_bpe, sources, cfg)
+
+
+def test_int8_export_is_smaller_and_translates(exported, ours, tmp_path):
+    model, tok = ours
+    out = export_ctranslate2(model, tok, tmp_path / "int8", quantization="int8")
+    cfg = DecodeConfig(beam_size=4, streams=1)
+    hyps = translate_ctranslate2(translator(out), tok, SOURCES[:5], cfg)
+    assert len(hyps) == 5 and all(len(h) == 1 for h in hyps)
+    assert (out / "model.bin").stat().st_size < (exported / "model.bin").stat().st_size
+
+
+def test_quantization_choices_are_ctranslate2s():
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    assert set(QUANTIZATIONS) == set(ACCEPTED_MODEL_TYPES)

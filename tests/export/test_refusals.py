@@ -1,0 +1,93 @@
+"""Models CTranslate2 cannot represent exactly are refused with one line naming the override.
+
+These tests need no ctranslate2: the refusal comes before the optional package is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from rpr_nmt.checkpoint import TrainingState, save_checkpoint
+from rpr_nmt.cli.export import main as export_main
+from rpr_nmt.config import TrainJobConfig
+from rpr_nmt.export import ExportError, check_exportable, export_ctranslate2
+from rpr_nmt.model import build_model
+
+from .conftest import tiny_config
+
+REFUSED = {
+    "per_head_tables": (
+        dict(share_relative_across_heads=False),
+        "model.share_relative_across_heads=true",
+    ),
+    "per_head_tables_shared_across_layers": (
+        dict(share_relative_across_heads=False, share_relative_across_layers=True),
+        "model.share_relative_across_heads=true",
+    ),
+    "sinusoid_with_relative": (dict(sinusoidal=True), "model.sinusoidal=false"),
+    "sinusoid_with_keys_only": (
+        dict(sinusoidal=True, relative_values=False, share_relative_across_heads=False),
+        "model.sinusoidal=false",
+    ),
+}
+
+
+def model_of(**overrides):
+    torch.manual_seed(0)
+    return build_model(tiny_config(**overrides), vocab_size=80, pad_id=0).eval()
+
+
+@pytest.mark.parametrize("overrides,override", REFUSED.values(), ids=REFUSED.keys())
+def test_check_exportable_names_the_setting_and_the_override(overrides, override):
+    with pytest.raises(ExportError) as error:
+        check_exportable(model_of(**overrides))
+    message = str(error.value)
+    assert override in message and "\n" not in message
+    setting = override.split("=")[0]
+    assert f"{setting}={'false' if override.endswith('true') else 'true'}" in message
+
+
+def test_identical_per_head_tables_are_exported_as_one():
+    model = model_of(share_relative_across_heads=False)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "rel_" in name:
+                p.copy_(p[:1].expand_as(p))
+    check_exportable(model)  # every head holds the same table: exact as one shared table
+
+
+def test_nothing_is_written_for_a_refused_model(tiny_bpe, tmp_path):
+    with pytest.raises(ExportError):
+        export_ctranslate2(model_of(share_relative_across_heads=False), tiny_bpe, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_cli_refusal_is_one_line_with_status_2(tiny_bpe, tmp_path, capsys):
+    model = model_of(share_relative_across_heads=False)
+    config = TrainJobConfig(model=tiny_config(share_relative_across_heads=False))
+    state = TrainingState(config=config, model=model.state_dict(), bpe_model=tiny_bpe.proto)
+    path = save_checkpoint(state, tmp_path / "per_head.pt")
+    assert export_main([str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rpr-nmt-export: error: model.share_relative_across_heads=false")
+    assert "model.share_relative_across_heads=true" in err and "\n" not in err
+
+
+def test_cli_errors_are_one_line(tiny_checkpoint, tmp_path, capsys):
+    assert export_main([str(tmp_path / "missing.pt"), "-o", str(tmp_path / "out")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    assert export_main([str(tiny_checkpoint), "-o", str(tmp_path / "taken")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "exists" in err and "--force" in err and "\n" not in err
+
+
+def test_missing_ctranslate2_says_how_to_install(tiny_bpe, tmp_path, monkeypatch):
+    for name in [n for n in sys.modules if n == "ctranslate2" or n.startswith("ctranslate2.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(ExportError, match=r"pip install 'rpr-nmt\[export\]'"):
+        export_ctranslate2(model_of(), tiny_bpe, tmp_path / "m")
