@@ -6,19 +6,25 @@ Batches are built once: pairs sorted by length, then cut greedily so that B * ma
 max_tokens. Each epoch shuffles the batch order with a torch.Generator seeded by (seed, epoch), so
 the order depends only on seed and epoch, and every rank computes the same permutation and takes its
 own slice of it.
+
+The batches are one int32 array of pair indices in length order plus the batch boundaries (a
+BatchIndex): 4 bytes per pair, 144 MB for WMT14 En-Fr's 36M pairs. A batch's lengths are read from
+the corpus offsets when it is built, so no per-pair lengths are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from rpr_nmt.data.corpus import EncodedCorpus, Ragged
+from rpr_nmt.data.corpus import EncodedCorpus
 from rpr_nmt.data.errors import DataError
+
+_BLOCK = 1 << 20  # pairs per block when deriving lengths and sort keys, to bound temporaries
 
 
 @dataclass
@@ -53,7 +59,51 @@ class Batch:
         return self.src.shape[0]
 
 
-def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+class BatchIndex(Sequence[np.ndarray]):
+    """Batches as slices of one order array: batch i is order[bounds[i]:bounds[i + 1]].
+
+    Args:
+        order: (N,) pair indices, int32 below 2**31 pairs.
+        bounds: (n_batches + 1,) int64 batch boundaries into order.
+    """
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray) -> None:
+        self.order, self.bounds = order, bounds
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        return self.order[self.bounds[i] : self.bounds[i + 1]]
+
+    @property
+    def nbytes(self) -> int:
+        return self.order.nbytes + self.bounds.nbytes
+
+
+def _length_order(src_len: np.ndarray, tgt_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, max length in that order): pairs by max length, ties by source then target length,
+    then index (np.lexsort((tgt_len, src_len, max)) with one int64 key and a stable argsort)."""
+    n = len(src_len)
+    if n and max(int(src_len.max()), int(tgt_len.max())) >= 1 << 20:  # no room in one key
+        key = np.maximum(src_len, tgt_len)
+        order = np.lexsort((tgt_len, src_len, key))
+        return order, key[order]
+    key = np.empty(n, dtype=np.int64)
+    for i in range(0, n, _BLOCK):
+        s, t = src_len[i : i + _BLOCK].astype(np.int64), tgt_len[i : i + _BLOCK].astype(np.int64)
+        key[i : i + _BLOCK] = (np.maximum(s, t) << 40) | (s << 20) | t
+    order = np.argsort(key, kind="stable")
+    longest = np.empty(n, dtype=np.int32)
+    for i in range(0, n, _BLOCK):
+        longest[i : i + _BLOCK] = key[order[i : i + _BLOCK]] >> 40
+    return order, longest
+
+
+def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> BatchIndex:
     """Cut pairs into length-bucketed batches with B * max(S, T) <= max_tokens.
 
     Args:
@@ -63,32 +113,41 @@ def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> l
             batch.
 
     Returns:
-        Index arrays, one per batch, shortest pairs first.
+        The batches, shortest pairs first.
     """
-    key = np.maximum(src_len, tgt_len)
-    order = np.lexsort((tgt_len, src_len, key))  # by max length, ties by source then target length
-    key = key[order]
-    batches, start, n = [], 0, len(order)
+    order, key = _length_order(src_len, tgt_len)
+    bounds, start, n = [0], 0, len(order)
     while start < n:
         # key is sorted, so the batch [start, start + b) is padded to key[start + b - 1]; the
         # admissible b form a prefix of 1..cap.
         cap = max(1, max_tokens // int(key[start]))
         window = key[start : start + cap]
         size = max(1, int(np.count_nonzero(np.arange(1, len(window) + 1) * window <= max_tokens)))
-        batches.append(order[start : start + size])
         start += size
-    return batches
+        bounds.append(start)
+    index_dtype = np.int32 if n < 2**31 else np.int64
+    return BatchIndex(order.astype(index_dtype), np.array(bounds, dtype=np.int64))
+
+
+def _lengths(offsets: np.ndarray) -> np.ndarray:
+    """(N,) int32 row lengths from (N + 1,) offsets, block by block (offsets may be mmapped)."""
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=np.int32)
+    for i in range(0, n, _BLOCK):
+        out[i : i + _BLOCK] = np.diff(offsets[i : i + _BLOCK + 1])
+    return out
 
 
 def _pad(
-    rows: Ragged, index: np.ndarray, lengths: np.ndarray, width: int, pad_id: int, offset: int
-):
-    """(B, width) int64 array: row i is rows[index[i]] from column `offset` on, then pad_id."""
-    out = np.full((len(index), width), pad_id, dtype=np.int64)
+    flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, pad_id: int, offset: int
+) -> np.ndarray:
+    """(B, width) int64 array: row i is flat[starts[i]:][:lengths[i]] from column `offset` on, then
+    pad_id."""
+    out = np.full((len(starts), width), pad_id, dtype=np.int64)
     cols = np.arange(width - offset)
     mask = cols[None, :] < lengths[:, None]  # (B, width - offset)
-    gather = rows.offsets[index][:, None] + cols[None, :]
-    out[:, offset:][mask] = rows.flat[gather[mask]]
+    gather = starts[:, None] + cols[None, :]
+    out[:, offset:][mask] = flat[gather[mask]]
     return out
 
 
@@ -128,9 +187,11 @@ class BatchIterator:
         self.corpus = corpus
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.shuffle, self.seed, self.rank, self.world_size = shuffle, seed, rank, world_size
-        self._src_len = corpus.src_lengths
-        self._tgt_len = corpus.tgt_lengths
-        self.batches = make_batches(self._src_len + 1, self._tgt_len + 1, max_tokens)
+        src_len, tgt_len = _lengths(corpus.src.offsets), _lengths(corpus.tgt.offsets)
+        src_len += 1  # EOS
+        tgt_len += 1  # BOS in tgt_in, EOS in tgt_out
+        self.batches = make_batches(src_len, tgt_len, max_tokens)
+        del src_len, tgt_len
         if shuffle and len(self.batches) < world_size:
             raise DataError(
                 f"{len(corpus)} pairs make only {len(self.batches)} batches of "
@@ -168,16 +229,19 @@ class BatchIterator:
 
     def batch(self, index: np.ndarray) -> Batch:
         """The padded Batch of the pairs at `index` (vectorised: no Python loop over pairs)."""
-        ls, lt = self._src_len[index], self._tgt_len[index]
-        src = _pad(self.corpus.src, index, ls, int(ls.max()) + 1, self.pad_id, 0)
-        src[np.arange(len(index)), ls] = self.eos_id
+        src, tgt = self.corpus.src, self.corpus.tgt
+        s0, t0 = src.offsets[index], tgt.offsets[index]
+        ls, lt = src.offsets[index + 1] - s0, tgt.offsets[index + 1] - t0
+        rows = np.arange(len(index))
+        src_ids = _pad(src.flat, s0, ls, int(ls.max()) + 1, self.pad_id, 0)
+        src_ids[rows, ls] = self.eos_id
         width = int(lt.max()) + 1
-        tgt_in = _pad(self.corpus.tgt, index, lt, width, self.pad_id, 1)
+        tgt_in = _pad(tgt.flat, t0, lt, width, self.pad_id, 1)
         tgt_in[:, 0] = self.bos_id
-        tgt_out = _pad(self.corpus.tgt, index, lt, width, self.pad_id, 0)
-        tgt_out[np.arange(len(index)), lt] = self.eos_id
+        tgt_out = _pad(tgt.flat, t0, lt, width, self.pad_id, 0)
+        tgt_out[rows, lt] = self.eos_id
         return Batch(
-            src=torch.from_numpy(src),
+            src=torch.from_numpy(src_ids),
             tgt_in=torch.from_numpy(tgt_in),
             tgt_out=torch.from_numpy(tgt_out),
             n_src_tokens=int(ls.sum()) + len(index),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,39 @@ def bpe_cache_path(cache_dir: str | Path, name: str, key: str) -> Path:
     return Path(cache_dir) / "bpe" / f"{name}-v{key[:16]}.model"
 
 
+def sample_pairs(n_pairs: int, n: int) -> np.ndarray | None:
+    """Which pairs train the BPE model: None = all of them, else n // 2 sorted pair indices.
+
+    The indices are drawn with a fixed seed (default_rng(BPE_SEED).choice without replacement), so
+    the sample depends only on the number of cleaned pairs; the sentences are both sides of these
+    pairs, all sources first (sample_sentences).
+
+    Args:
+        n_pairs: cleaned training pairs.
+        n: data.bpe_sample_sentences.
+    """
+    if 2 * n_pairs <= n:
+        return None
+    rng = np.random.default_rng(BPE_SEED)
+    return np.sort(rng.choice(n_pairs, size=max(1, n // 2), replace=False))
+
+
 def sample_sentences(src: Sequence[str], tgt: Sequence[str], n: int) -> list[str]:
     """Sentences for BPE training: all of them, or both sides of n // 2 random pairs.
 
     The sample is drawn with a fixed seed, so it depends only on the text.
     """
-    if len(src) + len(tgt) <= n:
+    pairs = sample_pairs(len(src), n)
+    if pairs is None:
         return [*src, *tgt]
-    rng = np.random.default_rng(BPE_SEED)
-    pairs = np.sort(rng.choice(len(src), size=max(1, n // 2), replace=False))
     return [src[i] for i in pairs] + [tgt[i] for i in pairs]
+
+
+def _drain(sentences: list[str]) -> Iterator[str]:
+    """The sentences in order, each dropped from the list once sentencepiece has copied it."""
+    sentences.reverse()
+    while sentences:
+        yield sentences.pop()
 
 
 def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: float) -> bytes:
@@ -46,7 +69,7 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
 
     Args:
         sentences: training text, one sentence per item (source and target together for a joint
-            model).
+            model). A list is emptied while sentencepiece reads it.
         vocab_size: pieces in the model, specials included.
         character_coverage: sentencepiece character_coverage (1.0 for Latin scripts).
 
@@ -56,10 +79,12 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
     Raises:
         DataError: sentencepiece rejects the input, e.g. vocab_size too large for a tiny corpus.
     """
-    model = io.BytesIO()
+    model, count = io.BytesIO(), len(sentences)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
+            # A list is handed over item by item and emptied, so the text is held once, by
+            # sentencepiece, not twice.
+            sentence_iterator=_drain(sentences) if isinstance(sentences, list) else iter(sentences),
             model_writer=model,
             model_type="bpe",
             vocab_size=vocab_size,
@@ -75,7 +100,7 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
         )
     except RuntimeError as e:
         raise DataError(
-            f"sentencepiece BPE training failed on {len(sentences)} sentences with "
+            f"sentencepiece BPE training failed on {count} sentences with "
             f"vocab_size={vocab_size}: "
             f"{e}. For a small corpus lower data.vocab_size."
         ) from e
@@ -85,15 +110,16 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
 def load_or_train_bpe(
     data_cfg: DataConfig,
     key: str,
-    text: Callable[[], tuple[list[str], list[str]]],
+    sample: Callable[[], list[str]],
     log: Callable[[str], Any] = print,
 ) -> tuple[Tokenizer, bool]:
-    """The cached BPE model for `key`, trained from `text()` (cleaned training pairs) when missing.
+    """The cached BPE model for `key`, trained on `sample()` when missing.
 
     Args:
         data_cfg: the data config (name, cache_dir and the bpe_settings keys).
         key: hash of the training text's fingerprint and bpe_settings.
-        text: called only on a cache miss; returns the cleaned (source, target) training lines.
+        sample: called only on a cache miss; returns the training sentences (sample_pairs' pairs of
+            the cleaned training text, sources first).
         log: receives one progress line.
 
     Returns:
@@ -104,8 +130,8 @@ def load_or_train_bpe(
         tok = Tokenizer.from_file(path)
         log(f"[data] BPE: reusing {path} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})")
         return tok, True
-    src, tgt = text()
-    sentences = sample_sentences(src, tgt, data_cfg.bpe_sample_sentences)
+    sentences = sample()
+    count = len(sentences)
     proto = train_bpe(
         sentences,
         vocab_size=data_cfg.vocab_size,
@@ -114,7 +140,7 @@ def load_or_train_bpe(
     atomic_write(path, proto)
     tok = Tokenizer(proto)
     log(
-        f"[data] BPE: trained on {len(sentences)} sentences -> {path} "
+        f"[data] BPE: trained on {count} sentences -> {path} "
         f"(vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})"
     )
     return tok, False

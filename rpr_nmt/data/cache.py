@@ -1,9 +1,10 @@
 """On-disk caches keyed by content hashes: atomic writes, their temporary files, key construction.
 
-Every file is written through a temporary file in its own folder and renamed into place. The
-temporary file's name says who writes it (`.NAME.owner=HOST=PID=RANDOM.tmp`), so that a process
-starting later can remove what a killed writer left behind without touching a file that a live
-process (another job of the same sweep, sharing the cache) is still writing.
+Every file is written through a temporary file in its own folder and renamed into place; a cache
+entry made of several files (an encoded corpus) is written into a temporary folder that is renamed
+as a whole. The temporary's name says who writes it (`.NAME.owner=HOST=PID=RANDOM.tmp`), so that a
+process starting later can remove what a killed writer left behind without touching a file that a
+live process (another job of the same sweep, sharing the cache) is still writing.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import socket
 import tempfile
 import time
@@ -33,6 +35,14 @@ def owned_temporary(target: Path) -> tuple[int, str]:
     """Create the temporary file that will become `target`: (open descriptor, path)."""
     owner = f"owner={socket.gethostname()}={os.getpid()}="
     return tempfile.mkstemp(prefix=f".{target.name}.{owner}", suffix=".tmp", dir=target.parent)
+
+
+def owned_temporary_folder(target: Path) -> Path:
+    """Create the temporary folder that will become the folder `target`, named like the files."""
+    owner = f"owner={socket.gethostname()}={os.getpid()}="
+    return Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.{owner}", suffix=".tmp", dir=target.parent)
+    )
 
 
 def _process_alive(pid: int) -> bool:
@@ -62,13 +72,20 @@ def is_stale(path: Path, now: float | None = None) -> bool:
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the temporary files (`*.tmp`) in `folder` whose writers are gone; returns them."""
+    """Delete the temporary files and folders (`*.tmp`) in `folder` whose writers are gone.
+
+    Returns:
+        The removed paths.
+    """
     if not folder.is_dir():
         return []
     removed = []
     for path in folder.glob("*.tmp"):
         if is_stale(path):
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
@@ -88,3 +105,23 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def install_folder(tmp: Path, target: Path) -> bool:
+    """Rename the complete temporary folder `tmp` to `target` (atomic on one file system).
+
+    When another writer installed `target` first (a concurrent job with the same key), its folder is
+    kept and `tmp` is removed: both hold the same content.
+
+    Returns:
+        True when this call installed `target`.
+    """
+    try:
+        os.rename(tmp, target)
+        return True
+    except OSError:
+        if not target.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False

@@ -8,10 +8,12 @@ removed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from itertools import compress
 
 import numpy as np
 
+from rpr_nmt.data.dedup import SeenHashes, pair_hashes
 from rpr_nmt.data.errors import DataError
 
 
@@ -39,6 +41,11 @@ class CleaningReport:
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    def add(self, other: CleaningReport) -> None:
+        """Add another report's counts to these (reports of successive chunks)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
     def check_nonempty(self, where: str, max_tokens: int, max_ratio: float) -> None:
         """Raise DataError when no pair survived, saying which filter removed what.
 
@@ -56,6 +63,43 @@ class CleaningReport:
         )
 
 
+class PairFilter:
+    """The text filters, chunk by chunk: empty or whitespace-only sides, then repeated pairs.
+
+    Pairs are compared across all chunks seen so far through 8-byte hashes (rpr_nmt.data.dedup), so
+    a corpus of any size is deduplicated in 8 bytes per unique pair, keeping first occurrences in
+    order, as dict.fromkeys over the whole corpus would.
+
+    Args:
+        deduplicate: keep only the first occurrence of each (source, target) pair.
+        report: its read, empty and duplicates counts grow with every chunk.
+    """
+
+    def __init__(self, *, deduplicate: bool, report: CleaningReport) -> None:
+        self.deduplicate = deduplicate
+        self.report = report
+        self.seen = SeenHashes()
+
+    def keep(self, src: Sequence[str], tgt: Sequence[str]) -> list[bool]:
+        """Which pairs of the chunk pass (src and tgt aligned); updates the report."""
+        # `s and not s.isspace()` is `s.strip() != ""` without building the stripped copy.
+        keep = [
+            bool(s) and bool(t) and not s.isspace() and not t.isspace() for s, t in zip(src, tgt)
+        ]
+        n_kept = sum(keep)
+        self.report.read += len(keep)
+        self.report.empty += len(keep) - n_kept
+        if self.deduplicate and n_kept:
+            index = [i for i, k in enumerate(keep) if k]
+            first = self.seen.first_occurrences(
+                pair_hashes([src[i] for i in index], [tgt[i] for i in index])
+            )
+            for i, new in zip(index, first.tolist()):
+                keep[i] = new
+            self.report.duplicates += n_kept - int(first.sum())
+        return keep
+
+
 def drop_empty_and_duplicates(
     src: Sequence[str], tgt: Sequence[str], *, deduplicate: bool, report: CleaningReport
 ) -> tuple[list[str], list[str]]:
@@ -70,16 +114,8 @@ def drop_empty_and_duplicates(
     Returns:
         The kept (source, target) lines, still aligned.
     """
-    report.read = len(src)
-    kept = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()]
-    report.empty = len(src) - len(kept)
-    if deduplicate:
-        unique = list(
-            dict.fromkeys(kept)
-        )  # dicts keep insertion order: first occurrences, in order
-        report.duplicates = len(kept) - len(unique)
-        kept = unique
-    return [p[0] for p in kept], [p[1] for p in kept]
+    keep = PairFilter(deduplicate=deduplicate, report=report).keep(src, tgt)
+    return list(compress(src, keep)), list(compress(tgt, keep))
 
 
 def length_mask(

@@ -1,11 +1,18 @@
 """prepare_data: raw text -> cleaned training pairs -> joint BPE -> encoded, cached splits.
 
 Cache layout under data_cfg.cache_dir (each name carries 16 hex digits of its key):
-    bpe/{name}-v{key}.model              key: training text fingerprint + BPE settings
-    encoded/{name}-{split}-v{key}.npz    key: split fingerprint + filters (train) + BPE sha256
-    encoded/{name}-train-v{key}.json     the training set's cleaning report
+    bpe/{name}-v{key}.model                  key: training text fingerprint + BPE settings
+    encoded/{name}-{split}-v{key}/           key: split fingerprint + filters (train) + BPE sha256
+        src.npy src_offsets.npy tgt.npy tgt_offsets.npy   the ids, memory-mapped when loaded
+        cleaning.json                        train only: the cleaning report
 A second run with the same inputs reads these files and touches no raw text (local files are only
-hashed).
+hashed). Encoded folders of the .npz era (`encoded/*.npz`, format 1) have other keys: they are
+neither read nor removed, and the splits are encoded again.
+
+Everything streams in chunks of chunk_pairs pairs: reading, cleaning (deduplication by 8-byte
+hashes), encoding and the length filters; the arrays are appended to files as they grow. Memory
+stays bounded by the chunk, the BPE sample (data.bpe_sample_sentences) and 9 bytes per raw training
+pair (a kept flag and a hash).
 """
 
 from __future__ import annotations
@@ -19,14 +26,18 @@ from typing import Any
 
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data.bpe import bpe_settings, load_or_train_bpe
-from rpr_nmt.data.cache import atomic_write, hash_key, remove_stale_temporaries
-from rpr_nmt.data.cleaning import CleaningReport, drop_empty_and_duplicates, length_mask
-from rpr_nmt.data.corpus import EncodedCorpus
+from rpr_nmt.data.cache import hash_key, remove_stale_temporaries
+from rpr_nmt.data.cleaning import CleaningReport
+from rpr_nmt.data.corpus import CorpusWriter, EncodedCorpus
+from rpr_nmt.data.encode import LengthFilter, encode_corpus, encode_threads
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.data.sources import TRAIN, read_parallel_text, source_fingerprint
+from rpr_nmt.data.sources import CHUNK_PAIRS, TRAIN, iter_parallel_text, source_fingerprint
 from rpr_nmt.data.tokenizer import Tokenizer
+from rpr_nmt.data.train_text import TrainText, describe_train
 
 Log = Callable[[str], Any]
+CORPUS_FORMAT = 2  # 1: one .npz per split; 2: a folder of .npy files (part of the encoded key)
+REPORT_FILE = "cleaning.json"
 
 
 @dataclass
@@ -46,63 +57,59 @@ class PreparedData:
     cleaning: CleaningReport | None = None
 
 
-def _describe(cfg: DataConfig) -> str:
-    names = ", ".join(cfg.train_splits)
-    if cfg.source == "hub":
-        return f"hub dataset {cfg.hub_dataset} splits {names}"
-    return f"{cfg.root}/{{{names}}}.{{{cfg.src_lang},{cfg.tgt_lang}}}"
-
-
-class _TrainText:
-    """The cleaned training text, read and cleaned at most once, and only when a cache misses."""
-
-    def __init__(self, cfg: DataConfig, log: Log) -> None:
-        self.cfg, self.log = cfg, log
-        self._value: tuple[list[str], list[str], CleaningReport] | None = None
-
-    def __call__(self) -> tuple[list[str], list[str], CleaningReport]:
-        if self._value is None:
-            cfg, report = self.cfg, CleaningReport()
-            src, tgt = read_parallel_text(cfg, TRAIN)
-            src, tgt = drop_empty_and_duplicates(
-                src, tgt, deduplicate=cfg.deduplicate, report=report
-            )
-            report.kept = len(src)
-            report.check_nonempty(_describe(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio)
-            self._value = (src, tgt, report)
-        return self._value
-
-
 def _encode_train(
-    cfg: DataConfig, tok: Tokenizer, text: _TrainText
-) -> tuple[EncodedCorpus, CleaningReport]:
-    src, tgt, report = text()
-    corpus = EncodedCorpus.encode(tok, src, tgt)
-    max_tokens, max_ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
-    keep = length_mask(
-        corpus.src_lengths,
-        corpus.tgt_lengths,
-        max_tokens=max_tokens,
-        max_ratio=max_ratio,
-        report=report,
-        max_source_tokens=cfg.max_train_source_tokens,
-    )
-    report.check_nonempty(_describe(cfg), max_tokens, max_ratio)
-    return corpus.select(keep), report
+    cfg: DataConfig, tok: Tokenizer, text: TrainText, folder: Path, threads: int
+) -> CleaningReport:
+    """Encode the cleaned training text into `folder`, length-filtered chunk by chunk."""
+    lengths = LengthFilter(cfg)
+    out = CleaningReport()
+
+    def finish(writer: CorpusWriter) -> None:
+        out.add(text.report)  # read, empty and duplicates (kept is replaced below)
+        for name in ("too_long", "source_too_long", "bad_ratio", "kept"):
+            setattr(out, name, getattr(lengths.report, name))
+        out.check_nonempty(describe_train(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio)
+        writer.extra_file(REPORT_FILE).write_text(json.dumps(out.to_dict()))
+
+    encode_corpus(tok, text.chunks(), folder, threads=threads, keep=lengths, finish=finish)
+    return out
 
 
-def prepare_data(data_cfg: DataConfig, *, splits: Sequence[str], log: Log = print) -> PreparedData:
+def _encoded_folder(cfg: DataConfig, split: str, fp: str, tok: Tokenizer) -> Path:
+    """The cache folder of an encoded split."""
+    filters: tuple[Any, ...] = ()
+    if split == TRAIN:
+        filters = (cfg.deduplicate, cfg.max_tokens_per_sentence, cfg.max_length_ratio)
+        if cfg.max_train_source_tokens is not None:
+            filters += (cfg.max_train_source_tokens,)
+    key = hash_key("encoded", fp, filters, tok.sha256, CORPUS_FORMAT)
+    return Path(cfg.cache_dir) / "encoded" / f"{cfg.name}-{split}-v{key[:16]}"
+
+
+def _tokens(corpus: EncodedCorpus) -> str:
+    return f"{int(corpus.src.offsets[-1])} + {int(corpus.tgt.offsets[-1])} BPE tokens"
+
+
+def prepare_data(
+    data_cfg: DataConfig,
+    *,
+    splits: Sequence[str],
+    log: Log = print,
+    chunk_pairs: int = CHUNK_PAIRS,
+) -> PreparedData:
     """Load, clean, BPE-encode and cache the requested splits, reusing every cached step.
 
     Args:
         data_cfg: the data config (resolved: no interpolations left).
         splits: split names to encode; "train" means the cleaned concatenation of
-            data_cfg.train_splits,
-            other names (valid_split, test_split, ...) are encoded as they are, uncleaned.
+            data_cfg.train_splits, other names (valid_split, test_split, ...) are encoded as they
+            are, uncleaned.
         log: receives progress lines and the cleaning counts.
+        chunk_pairs: pairs read, cleaned and encoded at a time (results do not depend on it).
 
     Returns:
-        The tokenizer (trained on the training split, or reused) and the encoded splits.
+        The tokenizer (trained on the training split, or reused) and the encoded splits,
+        memory-mapped from the cache.
 
     Raises:
         DataError: missing, unreadable or misaligned input, or an empty training set after
@@ -118,43 +125,32 @@ def prepare_data(data_cfg: DataConfig, *, splits: Sequence[str], log: Log = prin
         for path in remove_stale_temporaries(folder):
             log(f"[data] removed {path}, left by an interrupted writer")
 
-    start = time.perf_counter()
-    text = _TrainText(cfg, log)
+    start, threads = time.perf_counter(), encode_threads(cfg)
     train_fp = source_fingerprint(cfg, TRAIN)
     bpe_key = hash_key("bpe", train_fp, sorted(bpe_settings(cfg).items()))
-    tok, bpe_reused = load_or_train_bpe(cfg, bpe_key, lambda: text()[:2], log)
-    out = PreparedData(tokenizer=tok, splits={}, reused={"bpe": bpe_reused})
-
-    for split in splits:
-        is_train = split == TRAIN
-        fp = train_fp if is_train else source_fingerprint(cfg, split)
-        filters = (cfg.deduplicate, cfg.max_tokens_per_sentence, cfg.max_length_ratio)
-        if cfg.max_train_source_tokens is not None:  # keeps earlier cache keys valid
-            filters += (cfg.max_train_source_tokens,)
-        key = hash_key("encoded", fp, filters if is_train else (), tok.sha256)
-        path = cache / "encoded" / f"{cfg.name}-{split}-v{key[:16]}.npz"
-        report_path = path.with_suffix(".json")
-        reused = path.is_file() and (not is_train or report_path.is_file())
-        if reused:
-            corpus = EncodedCorpus.load(path)
+    with TrainText(cfg, cache / "encoded", chunk_pairs) as text:
+        sample = lambda: text.bpe_sentences(cfg.bpe_sample_sentences)  # noqa: E731
+        tok, bpe_reused = load_or_train_bpe(cfg, bpe_key, sample, log)
+        out = PreparedData(tokenizer=tok, splits={}, reused={"bpe": bpe_reused})
+        for split in splits:
+            is_train = split == TRAIN
+            fp = train_fp if is_train else source_fingerprint(cfg, split)
+            folder = _encoded_folder(cfg, split, fp, tok)
+            reused = folder.is_dir()
+            if not reused and is_train:
+                _encode_train(cfg, tok, text, folder, threads)
+            elif not reused:
+                chunks = iter_parallel_text(cfg, split, chunk_pairs)
+                encode_corpus(tok, chunks, folder, threads=threads)
+            corpus = EncodedCorpus.load(folder)
             if is_train:
-                out.cleaning = CleaningReport(**json.loads(report_path.read_text()))
-        elif is_train:
-            corpus, out.cleaning = _encode_train(cfg, tok, text)
-            corpus.save(path)
-            atomic_write(report_path, json.dumps(out.cleaning.to_dict()).encode())
-        else:
-            corpus = EncodedCorpus.encode(tok, *read_parallel_text(cfg, split))
-            corpus.save(path)
-        if is_train and out.cleaning is not None:
-            max_tokens, ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
-            log(f"[data] train cleaning: {out.cleaning.summary(max_tokens, ratio)}")
-        how = "cached" if reused else "encoded"
-        log(
-            f"[data] {split}: {len(corpus)} pairs, {int(corpus.src_lengths.sum())} + "
-            f"{int(corpus.tgt_lengths.sum())} BPE tokens ({how}: {path})"
-        )
-        out.splits[split] = corpus
-        out.reused[split] = reused
+                report = json.loads((folder / REPORT_FILE).read_text())
+                out.cleaning = CleaningReport(**report)
+                max_tokens, ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
+                log(f"[data] train cleaning: {out.cleaning.summary(max_tokens, ratio)}")
+            how = "cached" if reused else "encoded"
+            log(f"[data] {split}: {len(corpus)} pairs, {_tokens(corpus)} ({how}: {folder})")
+            out.splits[split] = corpus
+            out.reused[split] = reused
     log(f"[data] prepared {list(splits)} in {time.perf_counter() - start:.1f} s")
     return out

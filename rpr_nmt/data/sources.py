@@ -1,58 +1,31 @@
-"""Raw parallel text: line-aligned local files or a Hugging Face `datasets` corpus.
+"""Raw parallel text: line-aligned local files or a Hugging Face `datasets` corpus, in chunks.
 
 Local corpora are `{root}/{split}.{lang}` or `{root}/{split}.{lang}.gz`, UTF-8, one segment per
-line. Lines are split on "\\n" only (never str.splitlines, which also splits on form feeds and
-U+2028 and would misalign a pair).
+line (read a block at a time by rpr_nmt.data.textfile). Hub splits are read in the dataset's own
+batches and never turned into whole Python lists, so a split of any size passes through a bounded
+amount of memory.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data.errors import DataError
+from rpr_nmt.data.textfile import read_aligned, read_lines
+
+__all__ = [
+    "CHUNK_PAIRS", "TRAIN", "iter_parallel_text", "local_path", "read_lines", "read_parallel_text",
+    "source_fingerprint",
+]  # fmt: skip
 
 TRAIN = "train"  # split name meaning "the concatenation of data_cfg.train_splits"
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file, gzip-compressed when its name ends in .gz.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The lines without their line endings ("\\n" or "\\r\\n").
-
-    Raises:
-        DataError: the file is missing or not valid UTF-8 (the message gives the line number).
-    """
-    path = Path(path)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError as e:
-        raise DataError(f"missing file: {path}") from e
-    except (OSError, EOFError) as e:
-        raise DataError(f"cannot read {path}: {e}") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise DataError(
-            f"{path}: invalid UTF-8 on line {line} "
-            f"(byte {e.start}: {data[e.start : e.start + 4]!r}); "
-            "re-encode the file as UTF-8"
-        ) from e
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+CHUNK_PAIRS = 50_000  # pairs per chunk: ~10 MB of text, ~70 MB while sentencepiece's ids are lists
+Chunks = Iterator[tuple[list[str], list[str]]]
 
 
 def local_path(root: str | Path, split: str, lang: str) -> Path:
@@ -70,25 +43,6 @@ def local_path(root: str | Path, split: str, lang: str) -> Path:
         f"missing data file for split '{split}' ({lang}): expected {plain} or {plain}.gz. "
         "Set RPR_NMT_DATA or data.root to the folder holding the corpus, or use data.source=hub."
     )
-
-
-def read_local_pair(
-    root: str | Path, split: str, src_lang: str, tgt_lang: str
-) -> tuple[list[str], list[str]]:
-    """Source and target lines of one local split, checked to be line-aligned.
-
-    Raises:
-        DataError: a file is missing or unreadable, or the two files differ in line count.
-    """
-    src_path, tgt_path = local_path(root, split, src_lang), local_path(root, split, tgt_lang)
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(
-            f"split '{split}' is not line-aligned: {src_path} has {len(src)} lines but "
-            f"{tgt_path} has "
-            f"{len(tgt)}; fix the files so that line i of one translates line i of the other"
-        )
-    return src, tgt
 
 
 def _hub_split(cfg: DataConfig, split: str) -> str:
@@ -114,32 +68,15 @@ def _columns(features: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[s
     )
 
 
-def read_hub_pair(
-    cfg: DataConfig, split: str, limit: int | None = None
-) -> tuple[list[str], list[str]]:
-    """Source and target lines of one split loaded with `datasets.load_dataset`.
-
-    Supports the WMT14 schema (a `translation` column of {lang: text}) and flat per-language columns
-    (bentrevett/multi30k). `hub_dataset` may also be a local folder of data files, which
-    load_dataset reads the same way.
-
-    Args:
-        cfg: the data config (hub_dataset, hub_config, hub_splits, streaming, src_lang, tgt_lang).
-        split: our split name, mapped through hub_splits.
-        limit: keep only the first `limit` pairs (None = all); with streaming only these are
-            fetched.
-
-    Raises:
-        DataError: the split is not mapped, the dataset cannot be loaded, or its columns do not fit.
-    """
+def _load_hub(cfg: DataConfig, split: str) -> tuple[Any, str]:
+    """(dataset or iterable dataset, description) of one hub split; DataError when unavailable."""
     import datasets  # deferred: importing datasets costs about a second
 
-    src_lang, tgt_lang = cfg.src_lang, cfg.tgt_lang
     name, config = cfg.hub_dataset, cfg.hub_config or None
     hub_split = _hub_split(cfg, split)
     where = f"hub dataset {name!r} (config {config}, split {hub_split})"
     try:
-        ds = datasets.load_dataset(name, config, split=hub_split, streaming=cfg.streaming)
+        return datasets.load_dataset(name, config, split=hub_split, streaming=cfg.streaming), where
     except Exception as e:  # noqa: BLE001 - network, missing dataset or split: all end the same way
         raise DataError(
             f"could not load {where}: {type(e).__name__}: {e}. Without access to the Hugging Face "
@@ -147,40 +84,111 @@ def read_hub_pair(
             "(HF_HUB_OFFLINE=1 reads only the local Hugging Face cache and fails at once instead "
             "of retrying)."
         ) from e
-    if isinstance(ds, datasets.IterableDataset):
-        rows = iter(ds)
-        features = ds.features
-        if features is None:  # some streamed formats only reveal their columns in the first row
-            first = next(rows, None)
-            features = {} if first is None else first
-            rows = itertools.chain([] if first is None else [first], rows)
-        columns = _columns(features, src_lang, tgt_lang, where)
-        rows = itertools.islice(rows, limit)
+
+
+def _streamed_chunks(ds: Any, cfg: DataConfig, where: str, limit: int | None, size: int) -> Chunks:
+    """Chunks of an IterableDataset, read in its own batches of `size` rows."""
+    batches = ds.iter(batch_size=size)
+    first = next(batches, None)
+    if first is None:
+        return
+    # Some streamed formats only reveal their columns in the first rows.
+    columns = _columns(ds.features or first, cfg.src_lang, cfg.tgt_lang, where)
+    left = limit
+    for batch in itertools.chain([first], batches):
         if columns is None:
-            pairs = [(r["translation"][src_lang], r["translation"][tgt_lang]) for r in rows]
+            rows = batch["translation"][:left]
+            src = [r[cfg.src_lang] for r in rows]
+            tgt = [r[cfg.tgt_lang] for r in rows]
         else:
-            pairs = [(r[columns[0]], r[columns[1]]) for r in rows]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-    columns = _columns(ds.features, src_lang, tgt_lang, where)
+            src, tgt = batch[columns[0]][:left], batch[columns[1]][:left]
+        yield src, tgt
+        if left is not None:
+            left -= len(src)
+            if left <= 0:
+                return
+
+
+def iter_hub_chunks(cfg: DataConfig, split: str, limit: int | None, size: int) -> Chunks:
+    """Source and target lines of one hub split, in chunks of at most `size` pairs.
+
+    Supports the WMT14 schema (a `translation` column of {lang: text}) and flat per-language columns
+    (bentrevett/multi30k). `hub_dataset` may also be a local folder of data files, which
+    load_dataset reads the same way. A downloaded split is read from its memory-mapped Arrow files
+    batch by batch; with data.streaming only the rows up to `limit` are fetched.
+
+    Args:
+        cfg: the data config (hub_dataset, hub_config, hub_splits, streaming, src_lang, tgt_lang).
+        split: our split name, mapped through hub_splits.
+        limit: keep only the first `limit` pairs (None = all).
+        size: pairs per chunk.
+
+    Raises:
+        DataError: the split is not mapped, the dataset cannot be loaded, or its columns do not fit.
+    """
+    import datasets
+
+    ds, where = _load_hub(cfg, split)
+    if isinstance(ds, datasets.IterableDataset):
+        yield from _streamed_chunks(ds, cfg, where, limit, size)
+        return
+    columns = _columns(ds.features, cfg.src_lang, cfg.tgt_lang, where)
     if limit is not None and limit < len(ds):
         ds = ds.select(range(limit))
     if columns is None:
         ds = ds.flatten()  # translation.{lang} columns read straight from Arrow, no per-row dicts
-        columns = (f"translation.{src_lang}", f"translation.{tgt_lang}")
-    return list(ds[columns[0]]), list(ds[columns[1]])
+        columns = (f"translation.{cfg.src_lang}", f"translation.{cfg.tgt_lang}")
+    for batch in ds.select_columns(list(columns)).iter(batch_size=size):
+        yield batch[columns[0]], batch[columns[1]]
 
 
 def _split_names(cfg: DataConfig, split: str) -> list[str]:
     return list(cfg.train_splits) if split == TRAIN else [split]
 
 
-def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
-    """The raw, uncleaned, line-aligned text of a split (references for BLEU, sources to translate).
+def iter_parallel_text(data_cfg: DataConfig, split: str, chunk_pairs: int = CHUNK_PAIRS) -> Chunks:
+    """The raw, uncleaned, line-aligned text of a split in chunks of at most chunk_pairs pairs.
 
     Args:
         data_cfg: the data config, keys as in DataConfig.
         split: a split name; "train" means the concatenation of data_cfg.train_splits, in order,
             capped at max_train_pairs.
+        chunk_pairs: pairs per chunk; the same settings and input always give the same chunks.
+
+    Yields:
+        (source lines, target lines), equally long and non-empty.
+
+    Raises:
+        DataError: missing, unreadable or misaligned input.
+    """
+    cfg, source = data_cfg, data_cfg.source
+    if source not in ("local", "hub"):
+        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    limit = cfg.max_train_pairs if split == TRAIN else None
+    done = 0
+    for name in _split_names(cfg, split):
+        if limit is not None and done >= limit:
+            break
+        left = None if limit is None else limit - done
+        if source == "hub":
+            chunks = iter_hub_chunks(cfg, name, left, chunk_pairs)
+        else:
+            src_path = local_path(cfg.root, name, cfg.src_lang)
+            tgt_path = local_path(cfg.root, name, cfg.tgt_lang)
+            chunks = read_aligned(
+                src_path, tgt_path, split=name, chunk_pairs=chunk_pairs, limit=left
+            )
+        for src, tgt in chunks:
+            done += len(src)
+            if src:
+                yield src, tgt
+
+
+def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+    """The raw, uncleaned, line-aligned text of a split as two lists.
+
+    For what is small or needed whole (references for BLEU, sources to translate); a training split
+    of any size is read in bounded memory with iter_parallel_text.
 
     Returns:
         (source lines, target lines), equally long.
@@ -188,24 +196,11 @@ def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], lis
     Raises:
         DataError: missing, unreadable or misaligned input.
     """
-    source = data_cfg.source
-    if source not in ("local", "hub"):
-        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
-    limit = data_cfg.max_train_pairs if split == TRAIN else None
     src: list[str] = []
     tgt: list[str] = []
-    for name in _split_names(data_cfg, split):
-        if limit is not None and len(src) >= limit:
-            break
-        if source == "hub":
-            left = None if limit is None else limit - len(src)
-            s, t = read_hub_pair(data_cfg, name, left)
-        else:
-            s, t = read_local_pair(data_cfg.root, name, data_cfg.src_lang, data_cfg.tgt_lang)
+    for s, t in iter_parallel_text(data_cfg, split):
         src += s
         tgt += t
-    if limit is not None:
-        del src[limit:], tgt[limit:]
     return src, tgt
 
 

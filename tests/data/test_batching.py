@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from rpr_nmt.data import BatchIterator, DataError, EncodedCorpus, Ragged
+from rpr_nmt.data.batching import make_batches
+from tests.data import reference
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -103,3 +105,29 @@ def test_long_pair_gets_its_own_batch_and_too_few_batches_fail():
     assert sizes == [1, 1]
     with pytest.raises(DataError, match="fewer than world_size=4"):
         _iterator(corpus, max_tokens=20, world_size=4)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 50, 256, 4096])
+def test_batches_equal_the_old_lexsort_batches(max_tokens):
+    rng = np.random.default_rng(max_tokens)
+    src_len = rng.integers(1, 60, size=5000)  # many ties in (max, source, target)
+    tgt_len = rng.integers(1, 60, size=5000)
+    old = reference.make_batches(src_len, tgt_len, max_tokens)
+    new = make_batches(src_len.astype(np.int32), tgt_len.astype(np.int32), max_tokens)
+    assert len(new) == len(old) and all(np.array_equal(a, b) for a, b in zip(new, old))
+    assert new.order.dtype == np.int32 and new.nbytes == 4 * 5000 + 8 * (len(old) + 1)
+    huge = src_len.copy()
+    huge[7] = 1 << 21  # beyond the packed sort key: the lexsort fallback
+    assert [b.tolist() for b in make_batches(huge, tgt_len, 256)] == [
+        b.tolist() for b in reference.make_batches(huge, tgt_len, 256)
+    ]
+
+
+def test_iterator_on_a_memory_mapped_corpus(tmp_path):
+    corpus = _corpus()
+    corpus.save(tmp_path / "c")
+    loaded = EncodedCorpus.load(tmp_path / "c")
+    a, b = _iterator(corpus), _iterator(loaded)
+    for x, y in itertools.islice(zip(a, b), 30):
+        assert x.src.equal(y.src) and x.tgt_in.equal(y.tgt_in) and x.tgt_out.equal(y.tgt_out)
+        assert x.ids.equal(y.ids) and x.n_src_tokens == y.n_src_tokens

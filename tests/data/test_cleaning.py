@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from rpr_nmt.data import DataError, prepare_data
-from rpr_nmt.data.cleaning import CleaningReport, drop_empty_and_duplicates, length_mask
+from rpr_nmt.data.cleaning import (
+    CleaningReport,
+    PairFilter,
+    drop_empty_and_duplicates,
+    length_mask,
+)
+from rpr_nmt.data.dedup import SeenHashes
 from tests.data.conftest import synthetic_pairs, write_lines
 
 
@@ -90,3 +96,43 @@ def test_source_length_cap_for_length_studies(make_cfg, tmp_path):
         len(capped.splits["train"]) == len(full.splits["train"]) - capped.cleaning.source_too_long
     )
     assert capped.cleaning.source_too_long > 0
+
+
+def test_whitespace_test_is_strip():
+    # PairFilter's `s and not s.isspace()` must decide exactly as the old `s.strip()` did.
+    for c in map(chr, range(0x110000)):
+        assert (c.strip() == "") == c.isspace()
+
+
+def test_seen_hashes_is_a_set():
+    rng = np.random.default_rng(0)
+    seen, reference = SeenHashes(), set()
+    for size in rng.integers(0, 400, size=60):  # many runs, merged at different sizes
+        hashes = rng.integers(0, 5000, size=size).astype(np.uint64)  # repeats within and across
+        mask = seen.first_occurrences(hashes)
+        want = []
+        for h in hashes.tolist():
+            want.append(h not in reference)
+            reference.add(h)
+        assert mask.tolist() == want
+    assert len(seen) == len(reference) and seen.nbytes == 8 * len(reference)
+    assert len(seen._runs) <= 12
+
+
+def test_pair_filter_over_chunks_equals_whole_list():
+    src, tgt = synthetic_pairs(300)
+    src, tgt = src * 2 + ["a", "a "], tgt * 2 + ["x", "x"]  # "a" and "a " are different pairs
+    src[10], tgt[20] = " ", "\u3000"
+    whole = CleaningReport()
+    want = drop_empty_and_duplicates(src, tgt, deduplicate=True, report=whole)
+    assert want == tuple(map(list, zip(*dict.fromkeys(
+        (s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()))))  # fmt: skip
+    report = CleaningReport()
+    filt = PairFilter(deduplicate=True, report=report)
+    got_src, got_tgt = [], []
+    for i in range(0, len(src), 37):
+        keep = filt.keep(src[i : i + 37], tgt[i : i + 37])
+        got_src += [s for s, k in zip(src[i : i + 37], keep) if k]
+        got_tgt += [t for t, k in zip(tgt[i : i + 37], keep) if k]
+    assert (got_src, got_tgt) == want and report == whole
+    assert (report.read, report.empty, report.duplicates) == (602, 2, 298)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import shutil
+import socket
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
-from rpr_nmt.data import EncodedCorpus, prepare_data, read_parallel_text
+from rpr_nmt.data import EncodedCorpus, Ragged, prepare_data, read_parallel_text
+from rpr_nmt.data.encode import encode_corpus
 from tests.data.conftest import synthetic_pairs, write_lines
+from tests.data.test_cache import dead_pid
 
 
 def _quiet(_: str) -> None:
@@ -32,7 +39,8 @@ def test_encoded_cache_reused(make_cfg, tiny_corpus):
     cfg = make_cfg()
     first = prepare_data(cfg, splits=["train", "test"], log=_quiet)
     assert first.reused == {"bpe": False, "train": False, "test": False}
-    files = sorted((tiny_corpus.parent / "cache" / "encoded").glob("*.npz"))
+    files = sorted((tiny_corpus.parent / "cache" / "encoded").glob("*/*.npy"))
+    assert len(files) == 8  # two folders of src, src_offsets, tgt, tgt_offsets
     mtimes = [f.stat().st_mtime_ns for f in files]
     lines: list[str] = []
     second = prepare_data(cfg, splits=["train", "test"], log=lines.append)
@@ -63,13 +71,12 @@ def test_cache_follows_content_and_filters(make_cfg, tiny_corpus):
 
 
 def test_corpus_save_load_and_select(tmp_path):
-    from rpr_nmt.data import Ragged
-
     corpus = EncodedCorpus(
         Ragged.from_lists([[5, 6], [7], [8, 9, 10]]), Ragged.from_lists([[4], [], [11, 12]])
     )
-    corpus.save(tmp_path / "c.npz")
-    loaded = EncodedCorpus.load(tmp_path / "c.npz")
+    corpus.save(tmp_path / "c")
+    loaded = EncodedCorpus.load(tmp_path / "c")
+    assert isinstance(loaded.src.flat, np.memmap) and loaded.src.offsets.dtype == np.int64
     assert [r.tolist() for r in loaded.src] == [[5, 6], [7], [8, 9, 10]]
     assert loaded.tgt_lengths.tolist() == [1, 0, 2]
     picked = loaded.select(np.array([2, 0]))
@@ -111,3 +118,51 @@ def test_prepare_from_hub_schema_dataset(make_cfg, tmp_path):
     data = prepare_data(cfg, splits=["train", "test"], log=_quiet)
     assert data.cleaning.read == 250 and len(data.splits["test"]) == 20
     assert prepare_data(cfg, splits=["train", "test"], log=_quiet).reused["train"]
+
+
+def test_npz_caches_of_the_old_format_are_not_read(make_cfg, tiny_corpus):
+    # An .npz of the old layout at any name stays untouched and unread; the split is encoded again.
+    cfg = make_cfg()
+    first = prepare_data(cfg, splits=["valid"], log=_quiet)
+    encoded = tiny_corpus.parent / "cache" / "encoded"
+    (folder,) = [p for p in encoded.iterdir() if p.is_dir()]
+    shutil.rmtree(folder)
+    bogus = EncodedCorpus(Ragged.from_lists([[7]]), Ragged.from_lists([[7]]))
+    buf = io.BytesIO()
+    np.savez(buf, src=bogus.src.flat, src_offsets=bogus.src.offsets, tgt=bogus.tgt.flat,
+             tgt_offsets=bogus.tgt.offsets)  # fmt: skip
+    old = encoded / f"{folder.name}.npz"
+    old.write_bytes(buf.getvalue())
+    again = prepare_data(cfg, splits=["valid"], log=_quiet)
+    assert again.reused == {"bpe": True, "valid": False} and old.is_file()
+    assert np.array_equal(again.splits["valid"].src.flat, first.splits["valid"].src.flat)
+
+
+def test_interrupted_writers_leave_nothing_behind(make_cfg, tiny_corpus):
+    cfg = make_cfg()
+    encoded = tiny_corpus.parent / "cache" / "encoded"
+    encoded.mkdir(parents=True)
+    host, dead = socket.gethostname(), dead_pid()
+    stale_folder = encoded / f".tiny-train-vabc.owner={host}={dead}=x1.tmp"
+    (stale_folder).mkdir()
+    (stale_folder / "src.npy").write_bytes(b"partial")
+    stale_spool = encoded / f".tiny-train-spool.owner={host}={dead}=x2.tmp"
+    stale_spool.write_bytes(b"partial")
+    live = encoded / f".tiny-valid-vabc.owner={host}={os.getpid()}=x3.tmp"
+    live.mkdir()
+    lines: list[str] = []
+    prepare_data(cfg, splits=["train"], log=lines.append)
+    assert not stale_folder.exists() and not stale_spool.exists() and live.is_dir()
+    assert sum("left by an interrupted writer" in line for line in lines) == 2
+
+    # A writer that fails half-way removes its temporary folder and installs nothing.
+    def broken(texts, num_threads=None):
+        raise RuntimeError("killed")
+
+    tok_cfg = make_cfg(max_tokens_per_sentence=100)  # another key: encodes again
+    data = prepare_data(tok_cfg, splits=["train"], log=_quiet)
+    before = sorted(p.name for p in encoded.iterdir())
+    data.tokenizer.encode_batch = broken
+    with pytest.raises(RuntimeError, match="killed"):
+        encode_corpus(data.tokenizer, [(["a"], ["b"])], encoded / "x", threads=1)
+    assert sorted(p.name for p in encoded.iterdir()) == before

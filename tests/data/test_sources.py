@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.data import DataError, read_parallel_text
-from rpr_nmt.data.sources import read_lines
+from rpr_nmt.data.sources import iter_parallel_text, read_lines
+from rpr_nmt.data.textfile import LineReader
 from tests.data.conftest import synthetic_pairs, write_lines
 
 
@@ -114,3 +115,43 @@ def test_real_multi30k_val(shared_data, make_cfg):
     src, tgt = read_parallel_text(cfg, "val")
     assert len(src) == len(tgt) == 1014
     assert all(s.strip() for s in src) and all(t.strip() for t in tgt)
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_line_reader_across_small_blocks(tmp_path, suffix):
+    # Blocks of 7 bytes: lines span blocks, CRLF endings split between blocks, a last line without
+    # a newline, empty lines, multi-byte characters cut by block ends.
+    lines = ["", "Grüße aus Köln", "a\r", "\u2028x\x0cy", "", "zz" * 20, "€€€", "last"]
+    path = tmp_path / f"x.en{suffix}"
+    data = "\n".join(lines).encode("utf-8")  # no final newline
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    want = ["", "Grüße aus Köln", "a", "\u2028x\x0cy", "", "zz" * 20, "€€€", "last"]
+    with LineReader(path, block_bytes=7) as reader:
+        got = reader.take(3) + reader.take(2) + reader.take(100)
+        assert reader.take(5) == [] and reader.taken == len(want)
+    assert got == want == read_lines(path)
+
+
+def test_invalid_utf8_line_counted_across_blocks(tmp_path):
+    path = tmp_path / "x.en"
+    path.write_bytes(b"one\ntwo\nthree\nfour\nfi\xffve\n")
+    with pytest.raises(DataError, match=r"x\.en: invalid UTF-8 on line 5 \(byte 21:"):
+        with LineReader(path, block_bytes=5) as reader:
+            reader.take(10)
+
+
+def test_chunks_are_aligned_and_capped(make_cfg, tiny_corpus):
+    cfg = make_cfg(train_splits=["train", "valid"], max_train_pairs=410)
+    chunks = list(iter_parallel_text(cfg, "train", chunk_pairs=64))
+    assert [len(s) for s, _ in chunks] == [64] * 6 + [16, 10]  # a split's last chunk is shorter
+    src = [line for s, _ in chunks for line in s]
+    assert src == read_parallel_text(cfg, "train")[0]
+    assert all(len(s) == len(t) for s, t in chunks)
+
+
+def test_misaligned_files_found_while_streaming(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", [f"s{i}" for i in range(100)])
+    write_lines(root / "train.de.gz", [f"t{i}" for i in range(130)])
+    with pytest.raises(DataError, match=r"train\.en has 100 lines but .*train\.de\.gz has 130"):
+        list(iter_parallel_text(make_cfg(), "train", chunk_pairs=30))
