@@ -1,12 +1,22 @@
-"""rpr-nmt-report SWEEP_DIR: a sweep's runs as a paper-shaped table and a BLEU-vs-k plot."""
+"""rpr-nmt-report: a sweep's runs as tables with statistics over seeds, tests and plots.
+
+    rpr-nmt-report runs/sweeps/ablate_k_multi30k_en_de            # report.md, plots
+    rpr-nmt-report results/ablate_k_multi30k_en_de --by-length    # from committed results
+    rpr-nmt-report SWEEP --baseline 'model.max_relative_position=4' --significance ar
+    rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de  # -> results/ablate_k_.../
+
+Missing run files or corpora print one line on stderr and exit with status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.report import write_length_report, write_report
+from rpr_nmt.report import collect_results, write_length_report, write_report
 
 
 def _int_list(text: str) -> list[int]:
@@ -20,14 +30,37 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rpr-nmt-report",
         description="Collect a sweep's runs (rpr-nmt-train experiment=...) into report.md and "
-        "bleu_vs_k.png inside the sweep folder, and print the table.",
+        "plots inside the sweep folder, and print the tables; or, with --collect, copy a "
+        "sweep's small artefacts into results/<sweep> to commit.",
     )
     parser.add_argument(
-        "sweep_dirs", nargs="+", help="sweep folders, e.g. runs/sweeps/ablate_k_multi30k_en_de"
+        "sweep_dirs",
+        nargs="*",
+        help="sweep folders, e.g. runs/sweeps/ablate_k_multi30k_en_de or results/ablate_k_...",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="SETTING",
+        help="the setting (a row's name in the table) every row is tested against; default: "
+        "k = 16 with a^K + a^V and no sinusoid when the sweep has it, else the first row",
+    )
+    parser.add_argument(
+        "--significance",
+        choices=("bs", "ar", "none"),
+        default="bs",
+        help="sacrebleu's paired test of each row against the baseline, seed by seed: "
+        "bs = paired bootstrap resampling (default), ar = approximate randomization",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=0,
+        help="bootstrap resamples or randomization trials; 0 = sacrebleu's default (1000 / 10000)",
     )
     parser.add_argument(
         "--by-length",
@@ -49,17 +82,52 @@ def main(argv: list[str] | None = None) -> int:
         help="with --by-length: splits whose sentences are pooled, e.g. val,test_2016_flickr "
         "(each run wrote hyp_<split>.txt; default: the test split)",
     )
+    parser.add_argument(
+        "--collect",
+        metavar="RUN_OR_SWEEP_DIR",
+        default=None,
+        help="copy every finished run's config, summary, scores, hypotheses and source lengths "
+        "(no checkpoints) into --into",
+    )
+    parser.add_argument(
+        "--into",
+        default=None,
+        help="with --collect: the results folder; default results/<name of RUN_OR_SWEEP_DIR>",
+    )
+    return parser
+
+
+def _collect(source: str, into: str | None) -> int:
+    target = Path(into) if into else Path("results") / Path(source).resolve().name
+    collected = collect_results(source, target, log=lambda line: print(line, file=sys.stderr))
+    print(f"collected {len(collected)} runs into {target}:")
+    for run in collected:
+        print(f"  {run}")
+    print(f"report: rpr-nmt-report {target}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status (2: missing files, corpus or setting)."""
+    parser = _parser()
     args = parser.parse_args(argv)
-    for sweep_dir in args.sweep_dirs:
-        try:
-            text, plot = write_report(sweep_dir)
+    if not args.collect and not args.sweep_dirs:
+        parser.error("give sweep folders to report on, or --collect RUN_OR_SWEEP_DIR")
+    try:
+        if args.collect:
+            _collect(args.collect, args.into)
+        for sweep_dir in args.sweep_dirs:
+            test = None if args.significance == "none" else args.significance
+            text, plot = write_report(
+                sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples
+            )
             if args.by_length:
                 text += "\n" + write_length_report(sweep_dir, args.bounds, args.splits)
-        except (FileNotFoundError, DataError) as e:  # a run without its files or corpus
-            print(f"rpr-nmt-report: {e}", file=sys.stderr)
-            return 2
-        print(text)
-        print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
+            print(text)
+            print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
+    except (FileNotFoundError, DataError, CheckpointError, ValueError) as e:
+        print(f"rpr-nmt-report: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,9 +1,15 @@
 """Reports over finished runs: what `rpr-nmt-report` writes into a sweep folder.
 
-    sweep.py    the runs of a sweep grouped by setting (seeds pooled): report.md, bleu_vs_k.png
-    lengths.py  each setting's test BLEU by source length: length_report.md, bleu_by_length.png
+    runs.py          a run folder (or its collected copy) as the reports read it
+    stats.py         mean, standard deviation and 95% t-interval over seeds
+    significance.py  sacrebleu's paired tests of each setting against a baseline, seed by seed
+    sweep.py         the runs grouped by setting: report.md (tables, statistics, tests)
+    plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd
+    lengths.py       each setting's test BLEU by source length: length_report.md, bleu_by_length.png
+    results.py       --collect: a sweep's small artefacts into results/<sweep>/, no checkpoints
 
-Both read only the run folders (.hydra/, train_summary.json, hyp_<split>.txt, checkpoints/).
+The reports read only run folders (.hydra/, train_summary.json, hyp_<split>.txt, and for lengths
+src_lengths_<split>.txt or checkpoints/last.pt) and the references of the corpus.
 """
 
 from rpr_nmt.report.lengths import (
@@ -16,30 +22,46 @@ from rpr_nmt.report.lengths import (
     score_by_length,
     write_length_report,
 )
+from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
+from rpr_nmt.report.results import collect_results
+from rpr_nmt.report.runs import Run, find_runs
+from rpr_nmt.report.significance import Comparison, compare_seedwise, paired_p_values
+from rpr_nmt.report.stats import SeedStats, format_stats, seed_stats
 from rpr_nmt.report.sweep import (
     Row,
-    Run,
-    find_runs,
+    compare_rows,
     group_runs,
     markdown_table,
-    plot_bleu_against_k,
+    reference_row,
+    statistics_table,
     write_report,
 )
 
 __all__ = [
     "DEFAULT_BOUNDS",
     "BucketScores",
+    "Comparison",
     "Row",
     "Run",
+    "SeedStats",
     "bucket_labels",
     "bucket_of",
+    "collect_results",
+    "compare_rows",
+    "compare_seedwise",
     "find_runs",
+    "format_stats",
     "group_runs",
     "length_table",
     "markdown_table",
+    "paired_p_values",
     "plot_bleu_against_k",
     "plot_by_length",
+    "plot_settings",
+    "reference_row",
     "score_by_length",
+    "seed_stats",
+    "statistics_table",
     "write_length_report",
     "write_report",
 ]

@@ -2,8 +2,10 @@
 
 For each run of a sweep, the test hypotheses the trainer wrote (hyp_<test_split>.txt) are grouped by
 the source sentence's length in BPE tokens (the run's own BPE model, EOS excluded: the unit of
-data.max_train_source_tokens), and each group is scored with sacrebleu. write_length_report puts
-the table and a plot beside the sweep's report.md.
+data.max_train_source_tokens; src_lengths_<split>.txt in a collected run), and each group is scored
+with sacrebleu. A setting's cell is the mean over its seeds, with the standard deviation and a 95%
+t-interval when it has several (rpr_nmt.report.stats). write_length_report puts the table and a
+plot beside the sweep's report.md.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rpr_nmt.report.sweep import Run, find_runs, group_runs
+from rpr_nmt.report.plots import pyplot, spread_points
+from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
+from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
+from rpr_nmt.report.sweep import group_runs
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
@@ -43,41 +48,37 @@ def bucket_of(length: int, bounds: Sequence[int]) -> int:
 
 
 def score_by_length(
-    run: Run, bounds: Sequence[int] = DEFAULT_BOUNDS, splits: Sequence[str] | None = None
+    run: Run,
+    bounds: Sequence[int] = DEFAULT_BOUNDS,
+    splits: Sequence[str] | None = None,
+    text: CorpusText | None = None,
 ) -> BucketScores:
     """Score a finished run's hypotheses per source-length bucket.
 
     Args:
-        run: a run that evaluated itself at the end (hyp_<split>.txt and checkpoints/last.pt).
+        run: a run that evaluated itself at the end (hyp_<split>.txt), with its checkpoint or
+            collected (src_lengths_<split>.txt).
         bounds: bucket lower bounds in BPE tokens.
         splits: the splits whose sentences are pooled; None = the run's test split alone.
+        text: the corpus reader shared by the runs of a report; None = a new one.
 
     Raises:
-        FileNotFoundError: the run has no hyp file or no checkpoint (train.evaluate_at_end off).
+        FileNotFoundError: the run has no hyp file, or neither lengths nor a checkpoint.
     """
-    from rpr_nmt.checkpoint import load_checkpoint
-    from rpr_nmt.config import DataConfig, section_from_dict
-    from rpr_nmt.data import Tokenizer, read_parallel_text
     from rpr_nmt.evaluate import score_corpus
 
-    where = f"{run.path}/.hydra/config.yaml: data"
-    data_cfg = section_from_dict(DataConfig, run.config["data"], where)
-    checkpoint = run.path / "checkpoints" / "last.pt"
-    splits = list(splits or [data_cfg.test_split])
-    hyp_paths = [run.path / f"hyp_{split}.txt" for split in splits]
-    for needed in (*hyp_paths, checkpoint):
-        if not needed.is_file():
-            raise FileNotFoundError(f"{needed} is missing: the run must evaluate itself at the end")
-    tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint).bpe_model)
-    sources, refs, hyps = [], [], []
-    for split, path in zip(splits, hyp_paths):
-        split_sources, split_refs = read_parallel_text(data_cfg, split)
-        sources += split_sources
+    text = text or CorpusText()
+    lengths, refs, hyps = [], [], []
+    for split in splits or [run.test_split]:
+        split_refs = text.references(run, split)
+        hyps += read_hypotheses(run, split, len(split_refs))
         refs += split_refs
-        hyps += path.read_text(encoding="utf-8").split("\n")[: len(split_refs)]
+        lengths += source_lengths(run, split, text)
+    if len(lengths) != len(refs):
+        raise FileNotFoundError(f"{run.path}: {len(lengths)} source lengths for {len(refs)} refs")
     groups: list[list[int]] = [[] for _ in bounds]
-    for i, source in enumerate(sources):
-        groups[bucket_of(len(tokenizer.encode(source)), bounds)].append(i)
+    for i, length in enumerate(lengths):
+        groups[bucket_of(length, bounds)].append(i)
     bleu: list[float | None] = []
     for members in groups:
         if not members:
@@ -88,45 +89,61 @@ def score_by_length(
     return BucketScores(bucket_labels(bounds), [len(g) for g in groups], bleu)
 
 
+def bucket_values(runs_scores: Sequence[BucketScores]) -> list[list[float]]:
+    """Per bucket, the BLEU of each seed that has sentences in it."""
+    n = len(runs_scores[0].bleu)
+    return [[s.bleu[i] for s in runs_scores if s.bleu[i] is not None] for i in range(n)]
+
+
 def length_table(
     sweep_dir: str | Path,
     bounds: Sequence[int] = DEFAULT_BOUNDS,
     splits: Sequence[str] | None = None,
-) -> tuple[str, dict]:
-    """Markdown table (one row per run setting, one column per bucket) and the scores behind it.
+) -> tuple[str, dict[str, list[BucketScores]]]:
+    """Markdown table (one row per setting, one column per bucket) and the scores behind it:
+    each setting's BucketScores, one per seed.
 
     Args: as score_by_length; sweep_dir holds the runs.
     """
     rows = group_runs(find_runs(sweep_dir))
     if not rows:
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
-    results = {row.setting: score_by_length(row.runs[0], bounds, splits) for row in rows}
-    first = next(iter(results.values()))
-    head = ["setting"] + [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
+    text = CorpusText()
+    results = {
+        row.setting: [score_by_length(run, bounds, splits, text) for run in row.runs]
+        for row in rows
+    }
+    first = next(iter(results.values()))[0]
+    head = ["setting", "seeds"]
+    head += [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for setting, scores in results.items():
-        cells = ["-" if b is None else f"{b:.1f}" for b in scores.bleu]
-        lines.append("| " + " | ".join([setting] + cells) + " |")
+        cells = [format_stats(seed_stats(values)) for values in bucket_values(scores)]
+        lines.append("| " + " | ".join([setting, str(len(scores))] + cells) + " |")
     what = " + ".join(splits) if splits else "test"
-    caption = f"{what} BLEU by source length in BPE tokens (sentences per bucket in brackets)\n\n"
+    caption = (
+        f"{what} BLEU by source length in BPE tokens (sentences per bucket in brackets); "
+        f"{STATS_LEGEND}\n\n"
+    )
     return caption + "\n".join(lines) + "\n", results
 
 
-def plot_by_length(results: dict[str, BucketScores], path: str | Path, cap: int | None) -> None:
-    """One line per setting: BLEU against the source-length bucket, the training cap marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_by_length(
+    results: dict[str, list[BucketScores]], path: str | Path, cap: int | None
+) -> None:
+    """One line per setting: BLEU against the source-length bucket (mean ± sd over seeds, a dot
+    per seed), the training cap marked."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    for setting, scores in results.items():
-        xs = [i for i, b in enumerate(scores.bleu) if b is not None]
-        ax.plot(xs, [scores.bleu[i] for i in xs], marker="o", label=setting)
-    labels = next(iter(results.values())).labels
+    for i, (setting, scores) in enumerate(results.items()):
+        values = bucket_values(scores)
+        xs = [j for j, v in enumerate(values) if v]
+        shift = (i - (len(results) - 1) / 2) * 0.04  # settings side by side, not on top
+        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=setting)
+    labels = next(iter(results.values()))[0].labels
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("source length (BPE tokens)")
-    ax.set_ylabel("BLEU")
+    ax.set_ylabel("BLEU (dots: seeds; bars: ± sd)")
     if cap is not None:
         seen = [i for i, label in enumerate(labels) if int(label.split("-")[0].rstrip("+")) <= cap]
         ax.axvline(max(seen) + 0.5, color="grey", linestyle="--", label=f"training cap ({cap})")

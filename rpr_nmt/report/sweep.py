@@ -1,13 +1,15 @@
-"""A sweep's runs as a paper-shaped table and a BLEU-against-k plot.
+"""A sweep's runs as a paper-shaped table, statistics over seeds, and tests against a baseline.
 
-A sweep folder holds one run folder per setting (and seed); each run folder has Hydra's
-`.hydra/overrides.yaml` and `.hydra/config.yaml` and the trainer's `train_summary.json`. Runs that
-differ only in `train.seed` are one setting: the table shows mean and spread over seeds.
+A sweep folder (or its copy under results/) holds one run folder per setting and seed. Runs that
+differ only in `train.seed` are one setting, one row: report.md shows each metric's mean ± standard
+deviation over seeds, then the test scores with a 95% t-interval over seeds (rpr_nmt.report.stats)
+and sacrebleu's paired test of each setting against a baseline setting, seed by seed
+(rpr_nmt.report.significance). The baseline is the paper's reference model when the sweep has it
+(k = 16, a^K + a^V, no sinusoid), else the first row.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -15,41 +17,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from omegaconf import OmegaConf
+from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
+from rpr_nmt.report.runs import SEED_KEY, CorpusText, Run, find_runs, read_hypotheses
+from rpr_nmt.report.significance import ALPHA, METRICS, TESTS, Comparison, compare_seedwise
+from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
 
-# Columns of the table: (summary key, heading, decimals).
-METRICS = (
+# Columns of the main table: (summary key, heading, decimals).
+COLUMNS = (
     ("valid_bleu", "valid BLEU", 1),
     ("test_bleu", "test BLEU", 1),
     ("test_chrf", "test chrF", 1),
     ("train_tokens_per_sec", "tokens/s", 0),
     ("steps", "steps", 0),
 )
-SEED_KEY = "train.seed"
-
-
-@dataclass
-class Run:
-    """One finished training run of a sweep."""
-
-    path: Path
-    overrides: list[str]
-    config: dict[str, Any]  # the run's composed config, resolved
-    summary: dict[str, Any]
-
-    @property
-    def model(self) -> dict[str, Any]:
-        return self.config.get("model", {})
-
-    def setting(self, shared: frozenset[str] = frozenset()) -> str:
-        """The run's overrides without the seed and those `shared` by every run of the sweep."""
-        kept = [
-            o
-            for o in self.overrides
-            if o.split("=", 1)[0].lstrip("+") != SEED_KEY and o not in shared
-        ]
-        return ", ".join(kept) or "default"
+SUMMARY_KEYS = {"BLEU": "test_bleu", "chrF": "test_chrf"}  # a tested metric's summary entry
+# The paper's reference model: the natural baseline of every comparison.
+REFERENCE_MODEL = {
+    "max_relative_position": 16,
+    "relative_keys": True,
+    "relative_values": True,
+    "sinusoidal": False,
+}
 
 
 @dataclass
@@ -61,25 +49,13 @@ class Row:
     runs: list[Run] = field(default_factory=list)
 
     def values(self, key: str) -> list[float]:
+        """The summary entry `key` of each run that has it as a finite number."""
         found = [r.summary.get(key) for r in self.runs]
         return [float(v) for v in found if isinstance(v, (int, float)) and math.isfinite(v)]
 
-
-def find_runs(sweep_dir: str | Path) -> list[Run]:
-    """Every run folder under `sweep_dir` that has a train_summary.json, in a stable order."""
-    runs = []
-    for summary_path in sorted(Path(sweep_dir).rglob("train_summary.json")):
-        run_dir = summary_path.parent
-        overrides_path = run_dir / ".hydra" / "overrides.yaml"
-        config_path = run_dir / ".hydra" / "config.yaml"
-        if not (overrides_path.is_file() and config_path.is_file()):
-            continue
-        overrides = yaml.safe_load(overrides_path.read_text()) or []
-        # Hydra stores the config unresolved (e.g. data.root=${oc.env:RPR_NMT_DATA,data}/...).
-        config = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
-        summary = json.loads(summary_path.read_text())
-        runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
-    return runs
+    def stats(self, key: str) -> SeedStats | None:
+        """Mean, standard deviation and 95% t-interval of `key` over the seeds."""
+        return seed_stats(self.values(key))
 
 
 def group_runs(runs: Sequence[Run]) -> list[Row]:
@@ -105,6 +81,25 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     return sorted(rows.values(), key=order)
 
 
+def reference_row(rows: Sequence[Row], setting: str | None = None) -> Row:
+    """The baseline row: the one named `setting`, else k = 16 with a^K + a^V and no sinusoid
+    (the paper's model), else the first row.
+
+    Raises:
+        ValueError: no row is named `setting` (the message lists the settings).
+    """
+    if setting is not None:
+        for row in rows:
+            if row.setting == setting:
+                return row
+        names = ", ".join(repr(r.setting) for r in rows)
+        raise ValueError(f"baseline {setting!r} is not a setting of this sweep; settings: {names}")
+    for row in rows:
+        if all(row.model.get(key, False) == value for key, value in REFERENCE_MODEL.items()):
+            return row
+    return rows[0]
+
+
 def _cell(values: list[float], decimals: int) -> str:
     if not values:
         return "-"
@@ -127,56 +122,123 @@ def _positions(model: dict[str, Any]) -> str:
 
 def markdown_table(rows: Sequence[Row]) -> str:
     """A markdown table, one row per setting: positions, seeds, then each metric as mean ± std."""
-    head = ["setting", "positions", "seeds"] + [h for _, h, _ in METRICS]
+    head = ["setting", "positions", "seeds"] + [h for _, h, _ in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row.setting, _positions(row.model), str(len(row.runs))]
-        cells += [_cell(row.values(key), decimals) for key, _, decimals in METRICS]
+        cells += [_cell(row.values(key), decimals) for key, _, decimals in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot_bleu_against_k(rows: Sequence[Row], path: str | Path, metric: str = "test_bleu") -> bool:
-    """BLEU against k on a log axis, k = 0 (no relative positions) in a panel of its own.
+def compare_rows(
+    rows: Sequence[Row], baseline: Row, *, test: str = "bs", n_samples: int = 0
+) -> dict[str, Comparison]:
+    """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
+    hypotheses (hyp_<test split>.txt) and the references of the runs' corpus.
 
-    Only settings that differ in k alone are meaningful on such a plot; returns False (and writes
-    nothing) when the rows hold fewer than two values of k.
+    A row whose hypotheses or references cannot be read gets a Comparison with a note instead.
     """
-    points = [(r.model.get("max_relative_position", 0), r.values(metric)) for r in rows]
-    points = [(k, v) for k, v in points if v]
-    if len({k for k, _ in points}) < 2:
-        return False
-    import matplotlib
+    from rpr_nmt.data.errors import DataError
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    text = CorpusText()
 
-    fig, (ax0, ax) = plt.subplots(
-        1, 2, sharey=True, figsize=(7, 3.5), gridspec_kw={"width_ratios": [1, 6]}
-    )
-    for axis, keep in ((ax0, lambda k: k == 0), (ax, lambda k: k > 0)):
-        chosen = sorted((k, v) for k, v in points if keep(k))
-        if not chosen:
+    def outputs(row: Row) -> tuple[list, str]:
+        """The row's (seed, hypotheses, references, target language) per run, or why not."""
+        found = []
+        try:
+            for run in row.runs:
+                refs = text.references(run, run.test_split)
+                hyps = read_hypotheses(run, run.test_split, len(refs))
+                tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+                found.append((run.seed, hyps, refs, tgt_lang))
+        except (DataError, FileNotFoundError, ValueError) as e:  # said in the report
+            return [], f"{type(e).__name__}: {e}"
+        return found, ""
+
+    base_outputs, base_error = outputs(baseline)
+    compared: dict[str, Comparison] = {}
+    for row in rows:
+        if row is baseline:
             continue
-        ks = [k for k, _ in chosen]
-        means = [statistics.fmean(v) for _, v in chosen]
-        spreads = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in chosen]
-        axis.errorbar(ks, means, yerr=spreads, marker="o", capsize=3)
-    ax0.set_xticks([0])
-    ax0.set_xlabel("k = 0")
-    ax0.set_ylabel(metric.replace("_", " "))
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("clipping distance k (log scale)")
-    ax.grid(True, alpha=0.3)
-    ax0.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+        if base_error:
+            compared[row.setting] = Comparison(note=f"the baseline's test output: {base_error}")
+            continue
+        found, error = outputs(row)
+        if error:
+            compared[row.setting] = Comparison(note=error)
+            continue
+        compared.update(
+            compare_seedwise(base_outputs, {row.setting: found}, test=test, n_samples=n_samples)
+        )
+    return compared
 
 
-def write_report(sweep_dir: str | Path) -> tuple[str, Path | None]:
-    """Write report.md (and bleu_vs_k.png where k varies) into `sweep_dir`; return the markdown."""
+def statistics_table(
+    rows: Sequence[Row], baseline: Row, compared: dict[str, Comparison], test: str | None
+) -> str:
+    """Test BLEU and chrF per setting: mean ± sd [95% CI] over seeds, the mean difference to
+    the baseline over seed pairs, and the paired test's p-values (median, max over pairs)."""
+    head = ["setting", "seeds"]
+    for metric in METRICS:
+        head += [f"test {metric}", f"Δ {metric}", f"p ({metric})"] if test else [f"test {metric}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        is_base = row is baseline
+        cells = [row.setting + (" (baseline)" if is_base else ""), str(len(row.runs))]
+        comparison = compared.get(row.setting, Comparison())
+        for metric in METRICS:
+            cells.append(format_stats(row.stats(SUMMARY_KEYS[metric])))
+            if test:
+                deltas = comparison.deltas.get(metric) or []
+                delta = f"{statistics.fmean(deltas):+.1f}" if deltas else "-"
+                cells += ["" if is_base else delta, "" if is_base else comparison.cell(metric)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _statistics_section(
+    rows: Sequence[Row], baseline: Row, test: str | None, n_samples: int
+) -> str:
+    """The '## Test scores over seeds' section of report.md."""
+    compared = compare_rows(rows, baseline, test=test, n_samples=n_samples) if test else {}
+    text = f"\n## Test scores over seeds\n\n{STATS_LEGEND}.\n"
+    if test:
+        samples = n_samples or {"bs": 1000, "ar": 10000}[test]
+        text += (
+            f"Baseline: {baseline.setting}. Δ: setting minus baseline, mean over seed pairs. "
+            f"p: sacrebleu's {TESTS[test]} ({samples} samples) of each seed against the "
+            f"baseline's run with the same {SEED_KEY}, median (max) over the seed pairs; "
+            f"* = every pair below {ALPHA}.\n"
+        )
+    text += "\n" + statistics_table(rows, baseline, compared, test)
+    untested: dict[str, list[str]] = {}  # one line per reason, naming its settings
+    for name, comparison in compared.items():
+        if comparison.note:
+            untested.setdefault(comparison.note, []).append(name)
+    notes = [f"- no test for {'; '.join(names)}: {note}" for note, names in untested.items()]
+    return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
+
+
+def write_report(
+    sweep_dir: str | Path,
+    *,
+    baseline: str | None = None,
+    significance: str | None = "bs",
+    n_samples: int = 0,
+) -> tuple[str, Path | None]:
+    """Write report.md and its plots into `sweep_dir`; return the markdown and the k plot.
+
+    Args:
+        sweep_dir: a sweep folder or its collected copy under results/.
+        baseline: the setting every row is tested against; None = reference_row's choice.
+        significance: "bs" (paired bootstrap), "ar" (approximate randomization) or None (no test).
+        n_samples: resamples or trials of the test; 0 = sacrebleu's default.
+
+    Raises:
+        FileNotFoundError: no finished run under `sweep_dir`.
+        ValueError: `baseline` names no setting of the sweep.
+    """
     sweep_dir = Path(sweep_dir)
     runs = find_runs(sweep_dir)
     if not runs:
@@ -185,12 +247,30 @@ def write_report(sweep_dir: str | Path) -> tuple[str, Path | None]:
             "and .hydra/ (the output of `rpr-nmt-train experiment=...`)"
         )
     rows = group_runs(runs)
+    base = reference_row(rows, baseline)
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"
     text += markdown_table(rows)
-    plot_path = sweep_dir / "bleu_vs_k.png"
-    if not plot_bleu_against_k(rows, plot_path):
-        plot_path = None
-    else:
+    plot_path: Path | None = sweep_dir / "bleu_vs_k.png"
+    if plot_bleu_against_k(rows, plot_path):
         text += f"\n![test BLEU against k]({plot_path.name})\n"
+    else:
+        plot_path = None
+    text += _statistics_section(rows, base, significance, n_samples)
+    if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):
+        text += "\n![test BLEU per setting, one point per seed](test_bleu_by_setting.png)\n"
     (sweep_dir / "report.md").write_text(text)
     return text, plot_path
+
+
+__all__ = [
+    "Row",
+    "Run",
+    "compare_rows",
+    "find_runs",
+    "group_runs",
+    "markdown_table",
+    "plot_bleu_against_k",
+    "reference_row",
+    "statistics_table",
+    "write_report",
+]

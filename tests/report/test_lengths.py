@@ -54,8 +54,9 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     table = (tmp_path / "sweep" / "length_report.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| positions=relative"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "100.0"  # bucket 1-10: all 8 short sentences, exact
-    assert "0.0" in cells[3:]  # the long sentences' bucket scores 0
+    assert cells[1] == "1"  # one seed
+    assert cells[2] == "100.0"  # bucket 1-10: all 8 short sentences, exact
+    assert "0.0" in cells[4:]  # the long sentences' bucket scores 0
     assert "(8)" in table.splitlines()[2]
     assert (tmp_path / "sweep" / "bleu_by_length.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -70,7 +71,7 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     head, _, row = table.splitlines()[2:5]
     assert "1-15 (10)" in head and "16+ (5)" in head
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "100.0" and float(cells[2]) < 100.0
+    assert cells[2] == "100.0" and float(cells[3]) < 100.0
 
 
 def test_bounds_must_increase(capsys):

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from rpr_nmt.cli.report import main
-from rpr_nmt.report.sweep import find_runs, group_runs, markdown_table
+from rpr_nmt.report.sweep import find_runs, group_runs, markdown_table, reference_row
 
 
 def make_run(sweep: Path, k: int, seed: int, bleu: float) -> None:
@@ -52,3 +52,26 @@ def test_cli_writes_table_and_plot(tmp_path, capsys):
 def test_cli_names_the_folder_when_there_are_no_runs(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_the_baseline_is_the_papers_model_else_the_first_row(tmp_path):
+    for k in (0, 4, 16):
+        make_run(tmp_path / "with", k, 1, 20.0 + k)
+    rows = group_runs(find_runs(tmp_path / "with"))
+    assert reference_row(rows).model["max_relative_position"] == 16
+    named = reference_row(rows, "model.max_relative_position=4")
+    assert named.model["max_relative_position"] == 4
+    for k in (2, 4):
+        make_run(tmp_path / "without", k, 1, 20.0 + k)
+    rows = group_runs(find_runs(tmp_path / "without"))
+    assert reference_row(rows).setting == "model.max_relative_position=2"
+
+
+def test_statistics_without_a_test(tmp_path, capsys):
+    for k, seed, bleu in [(16, 1, 30.0), (16, 2, 32.0), (16, 3, 34.0)]:
+        make_run(tmp_path, k, seed, bleu)
+    assert main(["--significance", "none", str(tmp_path)]) == 0
+    stats = (tmp_path / "report.md").read_text().split("## Test scores over seeds")[1]
+    assert "p (BLEU)" not in stats and "Student t" in stats
+    # 30, 32, 34: mean 32, sd 2, t(0.975, 2) * 2 / sqrt(3) = 4.97
+    assert "| 3 | 32.0 ± 2.0 [27.0, 37.0] |" in stats

@@ -1,0 +1,159 @@
+"""Finished runs as the reports read them: a training run's folder, or its copy under results/.
+
+A run folder holds Hydra's `.hydra/overrides.yaml` and `.hydra/config.yaml`, the trainer's
+`train_summary.json`, and for each split it evaluated `hyp_<split>.txt` and `eval_<split>.json`.
+The length report also needs each test source's length in BPE tokens: `src_lengths_<split>.txt`
+in a collected run (rpr_nmt.report.results), else computed with the BPE model of the run's
+`checkpoints/last.pt`. References are read from the corpus the run's config names (its data root
+is `${oc.env:RPR_NMT_DATA,...}`, resolved where the report runs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+SEED_KEY = "train.seed"
+
+
+@dataclass
+class Run:
+    """One finished training run of a sweep."""
+
+    path: Path
+    overrides: list[str]
+    config: dict[str, Any]  # the run's composed config, resolved
+    summary: dict[str, Any]
+
+    @property
+    def model(self) -> dict[str, Any]:
+        """The run's model section (k, a^K, a^V, sinusoid, ...)."""
+        return self.config.get("model", {})
+
+    @property
+    def seed(self) -> int | None:
+        """train.seed from the config, else from the overrides; None when neither names it."""
+        seed = self.config.get("train", {}).get("seed")
+        for override in self.overrides:
+            key, _, value = override.partition("=")
+            if seed is None and key.lstrip("+") == SEED_KEY:
+                seed = value
+        return None if seed is None else int(seed)
+
+    @property
+    def test_split(self) -> str:
+        """The split the run was tested on (data.test_split)."""
+        return str(self.config.get("data", {}).get("test_split", "test"))
+
+    def setting(self, shared: frozenset[str] = frozenset()) -> str:
+        """The run's overrides without the seed and those `shared` by every run of the sweep."""
+        kept = [
+            o
+            for o in self.overrides
+            if o.split("=", 1)[0].lstrip("+") != SEED_KEY and o not in shared
+        ]
+        return ", ".join(kept) or "default"
+
+    def data_config(self) -> Any:
+        """The run's data section as a rpr_nmt.config.DataConfig."""
+        from rpr_nmt.config import DataConfig, section_from_dict
+
+        where = f"{self.path}/.hydra/config.yaml: data"
+        return section_from_dict(DataConfig, dict(self.config.get("data", {})), where)
+
+
+def find_runs(sweep_dir: str | Path) -> list[Run]:
+    """Every run folder under `sweep_dir` that has a train_summary.json, in a stable order."""
+    runs = []
+    for summary_path in sorted(Path(sweep_dir).rglob("train_summary.json")):
+        run_dir = summary_path.parent
+        overrides_path = run_dir / ".hydra" / "overrides.yaml"
+        config_path = run_dir / ".hydra" / "config.yaml"
+        if not (overrides_path.is_file() and config_path.is_file()):
+            continue
+        overrides = yaml.safe_load(overrides_path.read_text()) or []
+        # Hydra stores the config unresolved (e.g. data.root=${oc.env:RPR_NMT_DATA,data}/...).
+        config = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+        summary = json.loads(summary_path.read_text())
+        runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
+    return runs
+
+
+def read_hypotheses(run: Run, split: str, n_lines: int) -> list[str]:
+    """The first `n_lines` lines of the run's hyp_<split>.txt (one per test sentence).
+
+    Raises:
+        FileNotFoundError: the run has no such file, or fewer lines (it did not evaluate `split`).
+    """
+    path = run.path / f"hyp_{split}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: the run must evaluate itself at the end (train.evaluate_at_end)"
+        )
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if len(lines) < n_lines:
+        raise FileNotFoundError(f"{path} has {len(lines)} lines for {n_lines} sentences")
+    return lines[:n_lines]
+
+
+class CorpusText:
+    """Each split's raw text read once per report: (sources, references) by data config."""
+
+    def __init__(self) -> None:
+        self._read: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+
+    def parallel(self, run: Run, split: str) -> tuple[list[str], list[str]]:
+        """(sources, references) of `split` in the corpus the run's config names.
+
+        Raises:
+            rpr_nmt.data.DataError: the corpus is not where the config says.
+        """
+        from rpr_nmt.data import read_parallel_text
+
+        data_cfg = run.data_config()
+        key = (repr(data_cfg), split)
+        if key not in self._read:
+            self._read[key] = read_parallel_text(data_cfg, split)
+        return self._read[key]
+
+    def references(self, run: Run, split: str) -> list[str]:
+        """The references of `split` (see parallel)."""
+        return self.parallel(run, split)[1]
+
+
+def lengths_file(run_dir: Path, split: str) -> Path:
+    """Where a collected run keeps its sources' lengths in BPE tokens, one per line."""
+    return run_dir / f"src_lengths_{split}.txt"
+
+
+def bpe_lengths(sources: list[str], checkpoint: Path) -> list[int]:
+    """Each source's length in BPE tokens (EOS excluded) under the checkpoint's BPE model."""
+    from rpr_nmt.checkpoint import load_checkpoint
+    from rpr_nmt.data import Tokenizer
+
+    tokenizer = Tokenizer.from_proto(load_checkpoint(checkpoint).bpe_model)
+    return [len(tokenizer.encode(source)) for source in sources]
+
+
+def source_lengths(run: Run, split: str, text: CorpusText) -> list[int]:
+    """Each source sentence's length in BPE tokens: src_lengths_<split>.txt when the run was
+    collected, else computed with the BPE model of its checkpoints/last.pt.
+
+    Raises:
+        FileNotFoundError: neither the lengths file nor the checkpoint is there.
+    """
+    path = lengths_file(run.path, split)
+    if path.is_file():
+        return [int(line) for line in path.read_text().split()]
+    checkpoint = run.path / "checkpoints" / "last.pt"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(
+            f"{path} and {checkpoint} are missing: collect the run with its checkpoint "
+            "(rpr-nmt-report --collect) to record its source lengths"
+        )
+    return bpe_lengths(text.parallel(run, split)[0], checkpoint)

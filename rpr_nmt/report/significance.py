@@ -1,0 +1,187 @@
+"""Paired significance tests of a sweep's settings against a baseline, with sacrebleu's own tests.
+
+The test itself is sacrebleu's `sacrebleu.significance.PairedTest`, not written here:
+- "bs" (default): paired bootstrap resampling (Koehn, 2004), 1000 resamples of the test sentences;
+- "ar": paired approximate randomization (Riezler & Maxwell, 2005), 10000 trials.
+Both test whether two systems' corpus BLEU (chrF) on the same test set differ more than resampling
+the sentences would make them differ; the p-value is sacrebleu's. The random draws are seeded by
+$SACREBLEU_SEED (sacrebleu's default 12345), so a report is reproducible.
+
+How seeds enter: each seed of a setting is tested against the *same seed* of the baseline (runs
+paired by train.seed, which also fixes initialisation and batch order), one test per seed pair;
+the report gives the median and the largest p-value over the pairs. "Significant at 0.05" in the
+report means every seed pair is (the largest p < 0.05), so a difference that only some seeds show
+is not called significant. Seeds without a partner in the baseline are left out.
+
+One exception to taking sacrebleu's number as is: for two identical outputs sacrebleu's count of
+resampled differences strictly above the observed one (zero) is 0 and its p-value 1/(n+1), which
+would read as significant. Identical hypotheses cannot differ, so their p-value is reported as 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+TESTS = {"bs": "paired bootstrap resampling", "ar": "paired approximate randomization"}
+METRICS = ("BLEU", "chrF")  # the order of the p-values of paired_p_values
+ALPHA = 0.05  # the level at which the report calls a difference significant
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """One metric of one system against the baseline: sacrebleu's p-value and the two scores."""
+
+    p_value: float
+    score: float
+    baseline_score: float
+
+    @property
+    def delta(self) -> float:
+        """System minus baseline."""
+        return self.score - self.baseline_score
+
+
+def paired_p_values(
+    baseline: Sequence[str],
+    systems: Sequence[Sequence[str]],
+    references: Sequence[str],
+    *,
+    test: str = "bs",
+    tgt_lang: str = "",
+    n_samples: int = 0,
+) -> list[dict[str, PairedResult]]:
+    """sacrebleu's paired test of each system against the baseline, on BLEU and chrF.
+
+    Args:
+        baseline: the baseline's detokenised hypotheses, one per test sentence.
+        systems: the hypotheses of each system compared with it, aligned with `baseline`.
+        references: one reference per test sentence.
+        test: "bs" (paired bootstrap resampling) or "ar" (approximate randomization).
+        tgt_lang: target language code: sacreBLEU's tokenizer, as in rpr_nmt.evaluate.
+        n_samples: resamples ("bs") or trials ("ar"); 0 = sacrebleu's default (1000 / 10000).
+
+    Returns:
+        For each system, {"BLEU": PairedResult, "chrF": PairedResult}.
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    if test not in TESTS:
+        raise ValueError(f"significance test {test!r} is not one of {sorted(TESTS)}")
+    for hyps in (baseline, *systems):
+        if len(hyps) != len(references):
+            raise ValueError(
+                f"{len(hyps)} hypotheses for {len(references)} references: "
+                "each system must translate the whole test set"
+            )
+    if not systems:
+        return []
+    named = [("baseline", list(baseline))]
+    named += [(f"system {i}", list(hyps)) for i, hyps in enumerate(systems, start=1)]
+    metrics = {"BLEU": BLEU(trg_lang=tgt_lang), "chrF": CHRF()}
+    test_run = PairedTest(named, metrics, [list(references)], test_type=test, n_samples=n_samples)
+    _, scores = test_run()
+    columns = [name for name in scores if name != "System"]  # 'BLEU', 'chrF2', in metric order
+    results = []
+    for i, hyps in enumerate(systems, start=1):
+        identical = list(hyps) == list(baseline)  # see the module docstring
+        results.append(
+            {
+                metric: PairedResult(
+                    p_value=1.0 if identical else float(scores[column][i].p_value),
+                    score=float(scores[column][i].score),
+                    baseline_score=float(scores[column][0].score),
+                )
+                for metric, column in zip(METRICS, columns)
+            }
+        )
+    return results
+
+
+@dataclass
+class Comparison:
+    """One setting against the baseline: a test per seed pair.
+
+    Attributes:
+        seeds: the train.seed values tested (paired with the baseline's run of the same seed).
+        p_values: per metric ("BLEU", "chrF"), one p-value per seed in `seeds`.
+        deltas: per metric, setting minus baseline corpus score per seed.
+        note: why no test was made (no hypotheses, another test set, no seed in common).
+    """
+
+    seeds: list[int | None] = field(default_factory=list)
+    p_values: dict[str, list[float]] = field(default_factory=dict)
+    deltas: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+
+    def median_p(self, metric: str) -> float | None:
+        """The median p-value over the seed pairs; None when nothing was tested."""
+        values = self.p_values.get(metric) or []
+        return statistics.median(values) if values else None
+
+    def max_p(self, metric: str) -> float | None:
+        """The largest p-value over the seed pairs; None when nothing was tested."""
+        values = self.p_values.get(metric) or []
+        return max(values) if values else None
+
+    def significant(self, metric: str, alpha: float = ALPHA) -> bool:
+        """Every seed pair's p-value below alpha."""
+        worst = self.max_p(metric)
+        return worst is not None and worst < alpha
+
+    def cell(self, metric: str) -> str:
+        """'p 0.003 (max 0.010) *' for several seeds, 'p 0.003 *' for one; '-' for no test."""
+        median, worst = self.median_p(metric), self.max_p(metric)
+        if median is None or worst is None:
+            return "-"
+        star = " *" if self.significant(metric) else ""
+        if len(self.seeds) == 1:
+            return f"p {median:.3f}{star}"
+        return f"p {median:.3f} (max {worst:.3f}){star}"
+
+
+# A system's test output: (seed, hypotheses, references, target language).
+SeedOutput = tuple[int | None, list[str], list[str], str]
+
+
+def compare_seedwise(
+    baseline: Sequence[SeedOutput],
+    settings: dict[str, Sequence[SeedOutput]],
+    *,
+    test: str = "bs",
+    n_samples: int = 0,
+) -> dict[str, Comparison]:
+    """Test every setting against the baseline seed by seed (see the module docstring).
+
+    Args:
+        baseline: the baseline's outputs, one per seed.
+        settings: each setting's outputs, one per seed.
+        test, n_samples: as paired_p_values.
+
+    Returns:
+        A Comparison per setting (in the order of `settings`).
+    """
+    by_seed = {seed: (hyps, refs, lang) for seed, hyps, refs, lang in baseline}
+    compared: dict[str, Comparison] = {}
+    for name, outputs in settings.items():
+        result = Comparison()
+        for seed, hyps, refs, lang in outputs:
+            if seed not in by_seed:
+                continue
+            base_hyps, base_refs, _ = by_seed[seed]
+            if refs != base_refs:
+                result.note = "another test set than the baseline's"
+                continue
+            p = paired_p_values(
+                base_hyps, [hyps], refs, test=test, tgt_lang=lang, n_samples=n_samples
+            )[0]
+            result.seeds.append(seed)
+            for metric in METRICS:
+                result.p_values.setdefault(metric, []).append(p[metric].p_value)
+                result.deltas.setdefault(metric, []).append(p[metric].delta)
+        if not result.seeds and not result.note:
+            result.note = "no seed in common with the baseline"
+        compared[name] = result
+    return compared

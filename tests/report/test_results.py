@@ -1,0 +1,148 @@
+"""Results kept as data: collect a sweep's artefacts, then regenerate its tables from them alone.
+
+The example is a sweep as the trainer leaves it (two settings x two seeds, each run with its
+checkpoint, logs and Hydra files) on a tiny corpus; the hypotheses are made up so that every
+number in the tables is known: the k = 16 runs translate every sentence, the k = 0 runs lose
+every second word of every sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rpr_nmt.cli.report import main
+from rpr_nmt.config import DataConfig
+from rpr_nmt.data import Tokenizer
+from rpr_nmt.data.bpe import train_bpe
+
+WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
+SHORT = [" ".join(WORDS[i : i + 4]) for i in range(10)]
+LONG = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(4)]
+TEST = SHORT + LONG  # 10 sentences of about 4-8 BPE tokens, 4 of about 30
+
+
+def lose_every_second_word(sentence: str) -> str:
+    return " ".join(w for i, w in enumerate(sentence.split()) if i % 2 == 0)
+
+
+def write_corpus(root: Path) -> None:
+    root.mkdir(parents=True)
+    for split, lines in (("test", TEST), ("valid", SHORT[:3])):
+        for lang in ("en", "de"):  # the "translation" copies its input
+            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n")
+
+
+def write_run(sweep: Path, k: int, seed: int, bpe: bytes, test_bleu: float) -> Path:
+    """A finished run folder as rpr-nmt-train writes it."""
+    overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
+    run = sweep / ",".join(overrides)
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    data = asdict(DataConfig(test_split="test", valid_split="valid"))
+    data["root"] = "${oc.env:RPR_NMT_DATA,data}/tiny"  # as configs/data/*.yaml name it
+    model = {"max_relative_position": k, "relative_keys": k > 0, "relative_values": k > 0}
+    config = {"data": data, "model": {**model, "sinusoidal": False}, "train": {"seed": seed}}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / ".hydra" / "hydra.yaml").write_text("hydra: {}\n")
+    summary = {"test_bleu": test_bleu, "test_chrf": test_bleu + 20, "valid_bleu": test_bleu}
+    (run / "train_summary.json").write_text(json.dumps(summary))
+    test_hyps = TEST if k else [lose_every_second_word(s) for s in TEST]
+    (run / "hyp_test.txt").write_text("\n".join(test_hyps) + "\n")
+    (run / "hyp_valid.txt").write_text("\n".join(SHORT[:3]) + "\n")
+    (run / "eval_test.json").write_text(json.dumps({"bleu": test_bleu}))
+    (run / "train.log").write_text("log\n")
+    (run / "checkpoints").mkdir()
+    torch.save({"model": {}, "bpe_model": bpe}, run / "checkpoints" / "step_0000002.pt")
+    (run / "checkpoints" / "last.pt").symlink_to("step_0000002.pt")
+    return run
+
+
+@pytest.fixture
+def published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Tokenizer]:
+    """(sweep folder, data root, BPE tokenizer) of the example, RPR_NMT_DATA pointing at it."""
+    data_root = tmp_path / "data"
+    write_corpus(data_root / "tiny")
+    monkeypatch.setenv("RPR_NMT_DATA", str(data_root))
+    bpe = train_bpe(TEST + WORDS, vocab_size=40, character_coverage=1.0)
+    sweep = tmp_path / "runs" / "sweeps" / "demo"
+    for k, seed, bleu in [(16, 1, 40.0), (16, 2, 42.0), (0, 1, 20.0), (0, 2, 20.0)]:
+        write_run(sweep, k, seed, bpe, bleu)
+    unfinished = sweep / "model.max_relative_position=4,train.seed=1"
+    shutil.copytree(sweep / "model.max_relative_position=16,train.seed=1", unfinished)
+    (unfinished / "hyp_test.txt").unlink()  # stopped before its evaluation
+    overrides = ["model.max_relative_position=4", "train.seed=1"]
+    (unfinished / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    return sweep, data_root, Tokenizer.from_proto(bpe)
+
+
+def test_collect_copies_the_small_artefacts_and_the_source_lengths(published, tmp_path, capsys):
+    sweep, _, tokenizer = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    assert "skipped" in capsys.readouterr().err  # the unfinished run
+    runs = sorted(p.name for p in results.iterdir())
+    assert runs == [
+        "model.max_relative_position=0,train.seed=1",
+        "model.max_relative_position=0,train.seed=2",
+        "model.max_relative_position=16,train.seed=1",
+        "model.max_relative_position=16,train.seed=2",
+    ]
+    run = results / runs[0]
+    files = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+    assert files == [
+        ".hydra/config.yaml", ".hydra/overrides.yaml", "eval_test.json", "hyp_test.txt",
+        "hyp_valid.txt", "src_lengths_test.txt", "src_lengths_valid.txt", "train_summary.json",
+    ]  # fmt: skip
+    lengths = [int(n) for n in (run / "src_lengths_test.txt").read_text().split()]
+    assert lengths == [len(tokenizer.encode(s)) for s in TEST]
+    config = (run / ".hydra" / "config.yaml").read_text()
+    assert "${oc.env:RPR_NMT_DATA,data}/tiny" in config  # the data root stays portable
+
+
+def test_tables_regenerate_from_the_results_alone(published, tmp_path):
+    sweep, _, tokenizer = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    shutil.rmtree(sweep)  # no checkpoint, no run folder: only results/ and the corpus
+    short_max = max(len(tokenizer.encode(s)) for s in SHORT)
+    assert short_max < min(len(tokenizer.encode(s)) for s in LONG)
+    assert main(["--by-length", "--bounds", f"1,{short_max + 1}", str(results)]) == 0
+
+    report = (results / "report.md").read_text()
+    stats = report.split("## Test scores over seeds")[1]
+    assert "Baseline: model.max_relative_position=16" in stats  # the paper's model
+    k0 = next(line for line in stats.splitlines() if "=0 |" in line)
+    cells = [c.strip() for c in k0.strip("|").split("|")]
+    assert cells[1] == "2"
+    assert cells[2] == "20.0 ± 0.0 [20.0, 20.0]"  # constant over seeds: zero-width interval
+    assert cells[4].endswith("*")  # worse on every sentence, in both seed pairs
+    assert float(cells[3]) < 0
+    k16 = next(line for line in stats.splitlines() if "=16 (baseline)" in line)
+    # 40 and 42: sd 1.41, t(0.975, 1) = 12.71, half-width 12.71 * 1.41 / sqrt(2) = 12.7
+    assert "41.0 ± 1.4 [28.3, 53.7]" in k16
+    assert (results / "test_bleu_by_setting.png").read_bytes()[:4] == b"\x89PNG"
+
+    lengths = (results / "length_report.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in lengths.splitlines() if "| model" in line}
+    k16 = [c.strip() for c in rows["model.max_relative_position=16"].strip("|").split("|")]
+    assert k16[1:] == ["2", "100.0 ± 0.0 [100.0, 100.0]", "100.0 ± 0.0 [100.0, 100.0]"]
+    k0 = [c.strip() for c in rows["model.max_relative_position=0"].strip("|").split("|")]
+    for cell in k0[2:]:  # the same hypotheses in both seeds: below 100, no spread
+        mean, rest = cell.split(" ± ")
+        assert float(mean) < 100 and rest.startswith("0.0 [")
+    assert (results / "bleu_by_length.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_unknown_baseline_names_the_settings(published, capsys):
+    sweep, _, _ = published
+    assert main(["--baseline", "model.max_relative_position=3", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "'model.max_relative_position=3' is not a setting" in err
+    assert "'model.max_relative_position=16'" in err

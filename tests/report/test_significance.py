@@ -1,0 +1,74 @@
+"""sacrebleu's paired tests via rpr_nmt.report.significance, on systems whose answer is known."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rpr_nmt.report.significance import Comparison, compare_seedwise, paired_p_values
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def corpus(n: int = 60, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 12))) for _ in range(n)]
+
+
+def degrade(sentences: list[str], every: int) -> list[str]:
+    """Replace every `every`-th word of each sentence: worse on every sentence."""
+    return [
+        " ".join("zz" if i % every == 0 else w for i, w in enumerate(s.split())) for s in sentences
+    ]
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_identical_systems_are_not_significant(test):
+    refs = corpus()
+    hyps = degrade(refs, 3)
+    (result,) = paired_p_values(hyps, [list(hyps)], refs, test=test, n_samples=200)
+    for metric in ("BLEU", "chrF"):
+        assert result[metric].p_value == 1.0
+        assert result[metric].delta == 0.0
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_a_system_better_on_every_sentence_is_significant(test):
+    refs = corpus()
+    baseline, better = degrade(refs, 2), degrade(refs, 4)
+    (result,) = paired_p_values(baseline, [better], refs, test=test, n_samples=500)
+    for metric in ("BLEU", "chrF"):
+        assert result[metric].p_value < 0.05
+        assert result[metric].delta > 0
+
+
+def test_systems_must_cover_the_test_set():
+    refs = corpus(10)
+    with pytest.raises(ValueError, match="9 hypotheses for 10 references"):
+        paired_p_values(refs, [refs[:9]], refs)
+    with pytest.raises(ValueError, match="significance test 'x'"):
+        paired_p_values(refs, [refs], refs, test="x")
+
+
+def test_seeds_are_paired_with_the_same_seed_of_the_baseline():
+    refs = corpus()
+    baseline = [(1, degrade(refs, 2), refs, "de"), (2, degrade(refs, 3), refs, "de")]
+    settings = {
+        # seed 1 better than the baseline's seed 1; seed 2 identical to the baseline's seed 2
+        "mixed": [(1, degrade(refs, 4), refs, "de"), (2, degrade(refs, 3), refs, "de")],
+        "better": [(1, degrade(refs, 5), refs, "de"), (2, degrade(refs, 5), refs, "de")],
+        "unpaired": [(7, refs, refs, "de")],
+        "other test set": [(1, refs[:-1], refs[:-1], "de")],
+    }
+    compared = compare_seedwise(baseline, settings, n_samples=300)
+    mixed = compared["mixed"]
+    assert mixed.seeds == [1, 2]
+    assert mixed.p_values["BLEU"][0] < 0.05 and mixed.p_values["BLEU"][1] == 1.0
+    assert mixed.max_p("BLEU") == 1.0 and not mixed.significant("BLEU")
+    assert mixed.cell("BLEU").endswith("(max 1.000)")
+    assert compared["better"].significant("BLEU") and compared["better"].significant("chrF")
+    assert compared["better"].cell("chrF").endswith(" *")
+    assert compared["unpaired"].note == "no seed in common with the baseline"
+    assert compared["other test set"].note == "another test set than the baseline's"
+    assert Comparison().cell("BLEU") == "-"
