@@ -20,10 +20,10 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,export]"
 	touch $@
 
-setup: $(BIN)/.installed  ## create .venv and install torch ($(TORCH)) and rpr-nmt with its dev tools
+setup: $(BIN)/.installed  ## create .venv and install torch ($(TORCH)) and rpr-nmt with its dev and export tools
 
 lint: setup  ## ruff
 	$(BIN)/ruff check rpr_nmt scripts tests
