@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from rpr_nmt.config import DataConfig
 from rpr_nmt.data import BatchIterator, EncodedCorpus, prepare_data
 from rpr_nmt.data.batching import make_batches
 from rpr_nmt.data.sources import read_lines
@@ -24,9 +25,9 @@ from rpr_nmt.data.sources import read_lines
 REPO = Path(__file__).resolve().parent.parent
 
 
-def multi30k_cfg(data_root: Path, cache_dir: str) -> dict:
-    """configs/data/multi30k_en_de.yaml as the plain dict that data code receives."""
-    return dict(
+def multi30k_cfg(data_root: Path, cache_dir: str) -> DataConfig:
+    """configs/data/multi30k_en_de.yaml as the DataConfig that data code receives."""
+    return DataConfig(
         name="multi30k_en_de",
         source="local",
         root=str(data_root / "multi30k"),

@@ -5,7 +5,7 @@ from rpr_nmt.data.cleaning import CleaningReport
 from rpr_nmt.data.corpus import EncodedCorpus, Ragged
 from rpr_nmt.data.errors import DataError
 from rpr_nmt.data.prepare import PreparedData, prepare_data
-from rpr_nmt.data.sources import read_parallel_text
+from rpr_nmt.data.sources import iter_parallel_text, read_parallel_text
 from rpr_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "PreparedData",
     "Ragged",
     "Tokenizer",
+    "iter_parallel_text",
     "prepare_data",
     "read_parallel_text",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ def load_or_train_bpe(
         tok = Tokenizer.from_file(path)
         log(f"[data] BPE: reusing {path} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})")
         return tok, True
+    start = time.perf_counter()
     sentences = sample()
     count = len(sentences)
     proto = train_bpe(
@@ -140,7 +142,7 @@ def load_or_train_bpe(
     atomic_write(path, proto)
     tok = Tokenizer(proto)
     log(
-        f"[data] BPE: trained on {count} sentences -> {path} "
-        f"(vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})"
+        f"[data] BPE: trained on {count} sentences in {time.perf_counter() - start:.1f} s -> "
+        f"{path} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]})"
     )
     return tok, False

@@ -124,6 +124,11 @@ def prepare_data(
     for folder in (cache / "bpe", cache / "encoded"):  # left by killed writers; live ones stay
         for path in remove_stale_temporaries(folder):
             log(f"[data] removed {path}, left by an interrupted writer")
+    old = sorted((cache / "encoded").glob("*.npz"))
+    if old:
+        size = sum(p.stat().st_size for p in old) / 2**30
+        log(f"[data] {len(old)} encoded caches of the old .npz format in {cache / 'encoded'} are "
+            f"no longer read; delete them to free {size:.1f} GiB")  # fmt: skip
 
     start, threads = time.perf_counter(), encode_threads(cfg)
     train_fp = source_fingerprint(cfg, TRAIN)
@@ -133,7 +138,7 @@ def prepare_data(
         tok, bpe_reused = load_or_train_bpe(cfg, bpe_key, sample, log)
         out = PreparedData(tokenizer=tok, splits={}, reused={"bpe": bpe_reused})
         for split in splits:
-            is_train = split == TRAIN
+            is_train, began = split == TRAIN, time.perf_counter()
             fp = train_fp if is_train else source_fingerprint(cfg, split)
             folder = _encoded_folder(cfg, split, fp, tok)
             reused = folder.is_dir()
@@ -148,7 +153,7 @@ def prepare_data(
                 out.cleaning = CleaningReport(**report)
                 max_tokens, ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
                 log(f"[data] train cleaning: {out.cleaning.summary(max_tokens, ratio)}")
-            how = "cached" if reused else "encoded"
+            how = "cached" if reused else f"encoded in {time.perf_counter() - began:.1f} s"
             log(f"[data] {split}: {len(corpus)} pairs, {_tokens(corpus)} ({how}: {folder})")
             out.splits[split] = corpus
             out.reused[split] = reused

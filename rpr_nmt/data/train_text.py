@@ -4,8 +4,9 @@ Preparing a corpus that does not fit in memory takes up to three passes over the
 count the cleaned pairs (the BPE sample is drawn from that count), collect the sampled pairs, and
 encode. The first pass applies the text filters (empty sides, duplicates) and remembers which raw
 pairs survived, one byte per raw pair; later passes re-read the raw text and use that mask, so the
-pairs are hashed once. A streamed hub split is fetched once: its first pass spools the cleaned
-chunks to a temporary file in the cache, which the later passes read.
+pairs are hashed once. A streamed hub split is fetched once: when more passes follow the first, it
+spools the cleaned chunks to a temporary file in the cache (about the size of the text), which the
+later passes read.
 """
 
 from __future__ import annotations
@@ -72,15 +73,18 @@ class TrainText:
                 first pass).
         """
         if self.pairs is None:
-            return self._first_pass()
+            return self._first_pass(spool=False)  # nothing else reads the text after this pass
         if self._spool is not None:
             return self._read_spool()
         return self._replay()
 
     def count(self) -> int:
-        """The number of cleaned pairs (a full pass, unless one has been made)."""
+        """The number of cleaned pairs (a full pass, unless one has been made).
+
+        Counting comes before the passes that sample and encode, so a streamed hub split is spooled.
+        """
         if self.pairs is None:
-            for _ in self.chunks():
+            for _ in self._first_pass(spool=self._streamed):
                 pass
         assert self.pairs is not None
         return self.pairs
@@ -104,23 +108,23 @@ class TrainText:
         src += tgt
         return src
 
-    def _first_pass(self) -> Chunks:
+    def _first_pass(self, *, spool: bool) -> Chunks:
         cfg, report = self.cfg, CleaningReport()
         filt = PairFilter(deduplicate=cfg.deduplicate, report=report)
         kept: list[np.ndarray] = []
-        spool = self._open_spool() if self._streamed else None
+        out = self._open_spool() if spool else None
         try:
             for src, tgt in iter_parallel_text(cfg, TRAIN, self.chunk_pairs):
                 keep = filt.keep(src, tgt)
                 kept.append(np.array(keep, dtype=bool))
                 chunk = list(compress(src, keep)), list(compress(tgt, keep))
-                if spool is not None:
-                    pickle.dump(chunk, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                if out is not None:
+                    pickle.dump(chunk, out, protocol=pickle.HIGHEST_PROTOCOL)
                 if chunk[0]:
                     yield chunk
         finally:
-            if spool is not None:
-                spool.close()
+            if out is not None:
+                out.close()
         report.kept = report.read - report.empty - report.duplicates
         report.check_nonempty(
             describe_train(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio

@@ -166,3 +166,12 @@ def test_interrupted_writers_leave_nothing_behind(make_cfg, tiny_corpus):
     with pytest.raises(RuntimeError, match="killed"):
         encode_corpus(data.tokenizer, [(["a"], ["b"])], encoded / "x", threads=1)
     assert sorted(p.name for p in encoded.iterdir()) == before
+
+
+def test_empty_split_encodes_to_empty_arrays(make_cfg, tiny_corpus):
+    write_lines(tiny_corpus / "empty.en", [])
+    write_lines(tiny_corpus / "empty.de", [])
+    data = prepare_data(make_cfg(), splits=["empty"], log=_quiet)
+    again = prepare_data(make_cfg(), splits=["empty"], log=_quiet)
+    assert again.reused["empty"] and len(data.splits["empty"]) == len(again.splits["empty"]) == 0
+    assert again.splits["empty"].src.offsets.tolist() == [0]

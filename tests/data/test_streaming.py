@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rpr_nmt.data import BatchIterator, EncodedCorpus, prepare_data
+from rpr_nmt.data import BatchIterator, EncodedCorpus, prepare_data, train_text
+from rpr_nmt.data.sources import iter_parallel_text
 from tests.data import reference
 from tests.data.conftest import synthetic_pairs, write_lines
 
@@ -109,7 +110,7 @@ def test_streaming_equals_whole_list_reference(make_cfg, messy_corpus, overrides
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_hub_streaming_equals_reference(make_cfg, tmp_path, streaming):
+def test_hub_streaming_equals_reference(make_cfg, tmp_path, monkeypatch, streaming):
     folder = tmp_path / "wmt_like"
     src, tgt = messy_pairs(400, 3)
     rows = [json.dumps({"translation": {"en": s, "de": t}}) for s, t in zip(src, tgt)]
@@ -119,7 +120,16 @@ def test_hub_streaming_equals_reference(make_cfg, tmp_path, streaming):
         max_train_pairs=350, deduplicate=True, bpe_sample_sentences=400,
         max_tokens_per_sentence=60,
     )  # fmt: skip
+    reads = []
+
+    def counted(*args, **kwargs):
+        reads.append(args[1])
+        return iter_parallel_text(*args, **kwargs)
+
+    monkeypatch.setattr(train_text, "iter_parallel_text", counted)
     data = prepare_data(cfg, splits=["train"], log=_quiet, chunk_pairs=64)
+    # Count, sample, encode: a streamed split is fetched once and spooled for the later passes.
+    assert reads == ["train"] * (1 if streaming else 3)
     proto, ref_train, ref_report = reference.prepare_train(cfg)
     assert data.tokenizer.proto == proto and data.cleaning.to_dict() == ref_report
     assert_same_split(data.splits["train"], ref_train)
