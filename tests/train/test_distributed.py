@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -77,3 +79,53 @@ def test_torchrun_two_cpu_ranks_train_and_resume(corpus, cache_dir, tmp_path):
     assert summary["world_size"] == 2 and summary["steps"] == 6 and summary["session_steps"] == 2
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert len(state["rng_per_rank"]) == 2
+
+
+def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
+    corpus, cache_dir, tmp_path
+):
+    """SIGTERM to torchrun (two gloo ranks): one checkpoint at the update both ranks agreed on, and
+    the rerun continues to the losses of an uninterrupted run."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def command(run_dir: Path, steps: int) -> list[str]:
+        args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu=false")
+        args += ["train.evaluate_at_end=false", "train.valid_every=1000", "train.save_every=1000"]
+        port = ["--master_port", str(_free_port())]
+        return [str(torchrun), "--nproc_per_node", "2", *port, "-m", "rpr_nmt.cli.train", *args,
+                f"train.max_steps={steps}"]  # fmt: skip
+
+    stopped = tmp_path / "stopped"
+    proc = subprocess.Popen(
+        command(stopped, 100000), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    metrics = stopped / "metrics.jsonl"
+    deadline = time.monotonic() + 240  # waits for training to be under way; asserts nothing on time
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().count('"kind": "train"') >= 2:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    summary = json.loads((stopped / "train_summary.json").read_text())
+    assert summary["stopped_by"] == "signal", err[-3000:]
+    stop_step = summary["steps"]
+    state = torch.load(stopped / "checkpoints" / "last.pt", weights_only=True)
+    assert state["step"] == stop_step and len(state["rng_per_rank"]) == 2
+    assert [p.name for p in (stopped / "checkpoints").glob("step_*.pt")] == [
+        f"step_{stop_step:07d}.pt"
+    ]  # one checkpoint: both ranks stopped at the same update
+
+    end = stop_step + 3
+    for run_dir in (stopped, tmp_path / "straight"):
+        done = subprocess.run(command(run_dir, end), cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    def curve(run_dir: Path) -> list[tuple[int, float]]:
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+        return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
+
+    assert curve(stopped) == curve(tmp_path / "straight")
