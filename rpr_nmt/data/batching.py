@@ -25,6 +25,7 @@ from rpr_nmt.data.corpus import EncodedCorpus
 from rpr_nmt.data.errors import DataError
 
 _BLOCK = 1 << 20  # pairs per block when deriving lengths and sort keys, to bound temporaries
+_MAX_COUNTED = 1 << 10  # longest padded length sorted by counting (2 * 2^20 keys); else lexsort
 
 
 @dataclass
@@ -84,23 +85,52 @@ class BatchIndex(Sequence[np.ndarray]):
         return self.order.nbytes + self.bounds.nbytes
 
 
+def _counting_order(key: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, counts): the stable sort of small non-negative int keys, a block at a time.
+
+    A counting sort: each key's first slot comes from the key counts, and each block's pairs are
+    placed after those of earlier blocks (a stable argsort of the block orders them within it), so
+    the temporaries stay the size of a block and the order is int32.
+    """
+    n = len(key)
+    counts = np.bincount(key, minlength=n_keys)
+    slot = np.zeros(n_keys, dtype=np.int64)
+    np.cumsum(counts[:-1], out=slot[1:])  # the next free slot of each key
+    order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    for i in range(0, n, _BLOCK):
+        block = key[i : i + _BLOCK]
+        local = np.argsort(block, kind="stable")
+        ranked = block[local]
+        within = np.arange(len(ranked)) - np.searchsorted(ranked, ranked)  # rank among equal keys
+        order[slot[ranked] + within] = local + i
+        slot += np.bincount(block, minlength=n_keys)
+    return order, counts
+
+
 def _length_order(src_len: np.ndarray, tgt_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, max length in that order): pairs by max length, ties by source then target length,
-    then index (np.lexsort((tgt_len, src_len, max)) with one int64 key and a stable argsort)."""
+    then index, as np.lexsort((tgt_len, src_len, np.maximum(src_len, tgt_len))) orders them.
+
+    Within one max length m either the source or the target has length m, so (source, target)
+    orders like one tie key: the source length when it is below m, else m + the target length. The
+    (max, tie) keys are few (2 m^2), which allows a counting sort in int32 memory.
+    """
     n = len(src_len)
-    if n and max(int(src_len.max()), int(tgt_len.max())) >= 1 << 20:  # no room in one key
+    longest = max(int(src_len.max()), int(tgt_len.max())) if n else 0
+    if longest >= _MAX_COUNTED:  # too many keys to count: the plain lexsort
         key = np.maximum(src_len, tgt_len)
         order = np.lexsort((tgt_len, src_len, key))
-        return order, key[order]
-    key = np.empty(n, dtype=np.int64)
+        return order.astype(np.int32 if n < 2**31 else np.int64), key[order]
+    width = 2 * longest + 1  # tie keys 0 .. 2 * longest
+    key = np.empty(n, dtype=np.int32)
     for i in range(0, n, _BLOCK):
-        s, t = src_len[i : i + _BLOCK].astype(np.int64), tgt_len[i : i + _BLOCK].astype(np.int64)
-        key[i : i + _BLOCK] = (np.maximum(s, t) << 40) | (s << 20) | t
-    order = np.argsort(key, kind="stable")
-    longest = np.empty(n, dtype=np.int32)
-    for i in range(0, n, _BLOCK):
-        longest[i : i + _BLOCK] = key[order[i : i + _BLOCK]] >> 40
-    return order, longest
+        s, t = src_len[i : i + _BLOCK].astype(np.int32), tgt_len[i : i + _BLOCK].astype(np.int32)
+        m = np.maximum(s, t)
+        key[i : i + _BLOCK] = m * width + np.where(s < m, s, m + t)
+    order, counts = _counting_order(key, (longest + 1) * width)
+    del key
+    longest_of_key = (np.arange(len(counts)) // width).astype(np.int16)
+    return order, np.repeat(longest_of_key, counts)
 
 
 def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> BatchIndex:
@@ -125,16 +155,18 @@ def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> B
         size = max(1, int(np.count_nonzero(np.arange(1, len(window) + 1) * window <= max_tokens)))
         start += size
         bounds.append(start)
-    index_dtype = np.int32 if n < 2**31 else np.int64
-    return BatchIndex(order.astype(index_dtype), np.array(bounds, dtype=np.int64))
+    return BatchIndex(order, np.array(bounds, dtype=np.int64))
 
 
 def _lengths(offsets: np.ndarray) -> np.ndarray:
-    """(N,) int32 row lengths from (N + 1,) offsets, block by block (offsets may be mmapped)."""
+    """(N,) row lengths + 1 (EOS or BOS) from (N + 1,) offsets, block by block (offsets may be
+    memory-mapped): int16 when they fit (training pairs), else int32."""
     n = len(offsets) - 1
-    out = np.empty(n, dtype=np.int32)
-    for i in range(0, n, _BLOCK):
-        out[i : i + _BLOCK] = np.diff(offsets[i : i + _BLOCK + 1])
+    blocks = [slice(i, i + _BLOCK) for i in range(0, n, _BLOCK)]
+    longest = max((int(np.diff(offsets[b.start : b.stop + 1]).max()) for b in blocks), default=0)
+    out = np.empty(n, dtype=np.int16 if longest < 2**15 - 1 else np.int32)
+    for b in blocks:
+        out[b] = np.diff(offsets[b.start : b.stop + 1]) + 1
     return out
 
 
@@ -187,9 +219,8 @@ class BatchIterator:
         self.corpus = corpus
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.shuffle, self.seed, self.rank, self.world_size = shuffle, seed, rank, world_size
+        # Padded lengths: ids + EOS (sources), ids + 1 (targets: BOS in tgt_in, EOS in tgt_out).
         src_len, tgt_len = _lengths(corpus.src.offsets), _lengths(corpus.tgt.offsets)
-        src_len += 1  # EOS
-        tgt_len += 1  # BOS in tgt_in, EOS in tgt_out
         self.batches = make_batches(src_len, tgt_len, max_tokens)
         del src_len, tgt_len
         if shuffle and len(self.batches) < world_size:
