@@ -59,8 +59,9 @@ class PreparedData:
 
 def _encode_train(
     cfg: DataConfig, tok: Tokenizer, text: TrainText, folder: Path, threads: int
-) -> CleaningReport:
-    """Encode the cleaned training text into `folder`, length-filtered chunk by chunk."""
+) -> None:
+    """Encode the cleaned training text into `folder`, length-filtered chunk by chunk, with the
+    cleaning report beside the arrays."""
     lengths = LengthFilter(cfg)
     out = CleaningReport()
 
@@ -72,7 +73,19 @@ def _encode_train(
         writer.extra_file(REPORT_FILE).write_text(json.dumps(out.to_dict()))
 
     encode_corpus(tok, text.chunks(), folder, threads=threads, keep=lengths, finish=finish)
-    return out
+
+
+def _tidy(cache: Path, log: Log) -> None:
+    """Remove what killed writers left in the cache (live writers' files stay); point at old
+    .npz caches, which this version no longer reads."""
+    for folder in (cache / "bpe", cache / "encoded"):
+        for path in remove_stale_temporaries(folder):
+            log(f"[data] removed {path}, left by an interrupted writer")
+    old = sorted((cache / "encoded").glob("*.npz"))
+    if old:
+        size = sum(p.stat().st_size for p in old) / 2**30
+        log(f"[data] {len(old)} encoded caches of the old .npz format in {cache / 'encoded'} are "
+            f"no longer read; delete them to free {size:.1f} GiB")  # fmt: skip
 
 
 def _encoded_folder(cfg: DataConfig, split: str, fp: str, tok: Tokenizer) -> Path:
@@ -121,15 +134,7 @@ def prepare_data(
         raise DataError(
             f"data.cache_dir is unresolved ({cache}); resolve the config before prepare_data"
         )
-    for folder in (cache / "bpe", cache / "encoded"):  # left by killed writers; live ones stay
-        for path in remove_stale_temporaries(folder):
-            log(f"[data] removed {path}, left by an interrupted writer")
-    old = sorted((cache / "encoded").glob("*.npz"))
-    if old:
-        size = sum(p.stat().st_size for p in old) / 2**30
-        log(f"[data] {len(old)} encoded caches of the old .npz format in {cache / 'encoded'} are "
-            f"no longer read; delete them to free {size:.1f} GiB")  # fmt: skip
-
+    _tidy(cache, log)
     start, threads = time.perf_counter(), encode_threads(cfg)
     train_fp = source_fingerprint(cfg, TRAIN)
     bpe_key = hash_key("bpe", train_fp, sorted(bpe_settings(cfg).items()))

@@ -133,8 +133,10 @@ def test_npz_caches_of_the_old_format_are_not_read(make_cfg, tiny_corpus):
              tgt_offsets=bogus.tgt.offsets)  # fmt: skip
     old = encoded / f"{folder.name}.npz"
     old.write_bytes(buf.getvalue())
-    again = prepare_data(cfg, splits=["valid"], log=_quiet)
+    lines: list[str] = []
+    again = prepare_data(cfg, splits=["valid"], log=lines.append)
     assert again.reused == {"bpe": True, "valid": False} and old.is_file()
+    assert any("1 encoded caches of the old .npz format" in line for line in lines)
     assert np.array_equal(again.splits["valid"].src.flat, first.splits["valid"].src.flat)
 
 
