@@ -68,5 +68,6 @@ class SeenHashes:
         if len(run) == 0:
             return
         while self._runs and len(self._runs[-1]) <= len(run):
-            run = np.sort(np.concatenate([self._runs.pop(), run]), kind="stable")
+            run = np.concatenate([self._runs.pop(), run])
+            run.sort(kind="stable")  # in place: timsort merges the two sorted halves
         self._runs.append(run)
