@@ -3,9 +3,10 @@
     .venv/bin/python scripts/bench_prepare.py --pairs 100000 300000 --threads 2 [--reference]
 
 For each size N it builds (once, under data/bench/, git-ignored) a local corpus of N En-De pairs
-made of real sentences: pairs of the WMT news test sets and Multi30k, sampled, sometimes two joined
-into one, with random word drops so that deduplication keeps most of them; about 1% exact repeats,
-0.1% empty sides, 0.2% over-long pairs and 0.2% bad length ratios give every filter work. Each
+made of real sentences: pairs of the WMT news test sets and Multi30k, sampled, one to three joined
+into one (WMT14's length on average), with random word drops so that deduplication keeps most;
+about 1% exact repeats, 0.1% empty sides, 0.2% over-long pairs and 0.2% bad length ratios give
+every filter work. Each
 measurement runs in a fresh subprocess: `prepare` (cold cache: BPE training and encoding, the WMT14
 settings: 32768 pieces, 2M-sentence BPE sample, 256-token cap, ratio 3, deduplicate) and `load`
 (the cached data, memory-mapped, plus the BatchIterator of train.max_tokens=4096). Peak memory is
@@ -31,6 +32,8 @@ sys.path.insert(0, str(REPO))  # for tests.data.reference
 
 from rpr_nmt.config import DataConfig  # noqa: E402
 from rpr_nmt.data.textfile import read_lines  # noqa: E402
+
+CORPUS_VERSION = 2  # of the generated corpora: bump when synthetic_pair changes
 
 
 def memory() -> dict[str, float]:
@@ -64,7 +67,7 @@ def _drop_word(text: str, rng: random.Random) -> str:
 
 
 def synthetic_pair(pool: list[tuple[str, str]], rng: random.Random, recent: list) -> tuple:
-    """One generated pair: a real pair, sometimes two joined, with random word drops."""
+    """One generated pair: one to three real pairs joined, with random word drops."""
     u = rng.random()
     if u < 0.01 and recent:
         return rng.choice(recent)  # an exact repeat
@@ -76,8 +79,8 @@ def synthetic_pair(pool: list[tuple[str, str]], rng: random.Random, recent: list
         return " ".join([s, *(p[0] for p in more)]), " ".join([t, *(p[1] for p in more)])
     if u < 0.015:  # the target more than 3 times the source
         return s, " ".join([t, *(rng.choice(pool)[1] for _ in range(4))])
-    if u < 0.36:
-        s2, t2 = rng.choice(pool)
+    joined = rng.choices((1, 2, 3), weights=(3, 5, 2))[0]  # WMT14 En-De: about 80 tokens a pair
+    for s2, t2 in (rng.choice(pool) for _ in range(joined - 1)):
         s, t = f"{s} {s2}", f"{t} {t2}"
     if rng.random() < 0.7:
         s = _drop_word(s, rng)
@@ -178,7 +181,7 @@ def run_child(kind: str, corpus: Path, cache: Path, threads: int) -> dict:
 
 def measure(args: argparse.Namespace, n: int) -> list[str]:
     """Build the corpus of n pairs, run the measurements, return the table row's cells."""
-    corpus, cache = args.out / f"corpus-{n}", args.out / f"cache-{n}"
+    corpus, cache = args.out / f"corpus-v{CORPUS_VERSION}-{n}", args.out / f"cache-{n}"
     t = time.perf_counter()
     build_corpus(args.data_root, corpus, n)
     print(f"[bench] corpus of {n:,} pairs ready ({time.perf_counter() - t:.0f} s)", file=sys.stderr)

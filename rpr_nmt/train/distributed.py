@@ -18,8 +18,8 @@ from rpr_nmt.model import resolve_device
 from rpr_nmt.train.errors import SettingsError
 
 # How long a collective may wait for the slowest rank. Rank 0 prepares the data (BPE training and
-# encoding: about 45 minutes for WMT14 En-Fr's 36M pairs on two cores, longer when the hub streams
-# it) while the other ranks wait in a barrier of this group, so the defaults (10 minutes for NCCL,
+# encoding: over an hour for WMT14 En-Fr's 36M pairs on two cores, longer when the hub streams it)
+# while the other ranks wait in a barrier of this group, so the defaults (10 minutes for NCCL,
 # 30 for gloo) would end the job. One long timeout on the group is the simplest wait that works for
 # both backends and across nodes; a file-based wait would need a file system shared by all nodes,
 # which the barrier does not. The cost: a collective that hangs during training is reported after
