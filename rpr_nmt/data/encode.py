@@ -1,7 +1,7 @@
 """Encoding chunks of text into a corpus folder: sentencepiece on every core, filters per chunk.
 
 While sentencepiece encodes one chunk (it releases the GIL), a helper thread reads and cleans the
-next one, so the reading passes hide behind the encoding.
+next one, so reading can overlap encoding where a core is free.
 """
 
 from __future__ import annotations
