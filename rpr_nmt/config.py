@@ -44,6 +44,7 @@ class DataConfig:
     vocab_size: int = 8000  # joint sentencepiece BPE vocabulary: 8000 for Multi30k, 32768 for WMT
     bpe_sample_sentences: int = 2_000_000  # sentences sampled to train BPE on large corpora
     bpe_character_coverage: float = 1.0  # sentencepiece character_coverage, 1.0 for Latin scripts
+    encode_threads: int = 0  # sentencepiece threads encoding the splits; 0 = every usable core
     max_tokens_per_sentence: int = 256  # drop longer training pairs (BPE tokens)
     max_train_source_tokens: int | None = None  # length studies: shorter sources only; null = all
     max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this

@@ -26,7 +26,7 @@ _END = object()
 
 def encode_threads(cfg: DataConfig) -> int:
     """Threads for encoding: data.encode_threads, or every core this process may use when 0."""
-    threads = int(getattr(cfg, "encode_threads", 0) or 0)
+    threads = cfg.encode_threads
     if threads > 0:
         return threads
     try:
