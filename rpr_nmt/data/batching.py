@@ -8,20 +8,20 @@ the order depends only on seed and epoch, and every rank computes the same permu
 own slice of it.
 
 The batches are one int32 array of pair indices in length order plus the batch boundaries (a
-BatchIndex): 4 bytes per pair, 144 MB for WMT14 En-Fr's 36M pairs. A batch's lengths are read from
-the corpus offsets when it is built, so no per-pair lengths are kept.
+Ragged whose row i is batch i): 4 bytes per pair, 144 MB for WMT14 En-Fr's 36M pairs. A batch's
+lengths are read from the corpus offsets when it is built, so no per-pair lengths are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from rpr_nmt.data.corpus import EncodedCorpus
+from rpr_nmt.data.corpus import EncodedCorpus, Ragged
 from rpr_nmt.data.errors import DataError
 
 _BLOCK = 1 << 20  # pairs per block when deriving lengths and sort keys, to bound temporaries
@@ -58,31 +58,6 @@ class Batch:
 
     def __len__(self) -> int:
         return self.src.shape[0]
-
-
-class BatchIndex(Sequence[np.ndarray]):
-    """Batches as slices of one order array: batch i is order[bounds[i]:bounds[i + 1]].
-
-    Args:
-        order: (N,) pair indices, int32 below 2**31 pairs.
-        bounds: (n_batches + 1,) int64 batch boundaries into order.
-    """
-
-    def __init__(self, order: np.ndarray, bounds: np.ndarray) -> None:
-        self.order, self.bounds = order, bounds
-
-    def __len__(self) -> int:
-        return len(self.bounds) - 1
-
-    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        i %= len(self)
-        return self.order[self.bounds[i] : self.bounds[i + 1]]
-
-    @property
-    def nbytes(self) -> int:
-        return self.order.nbytes + self.bounds.nbytes
 
 
 def _counting_order(key: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +108,7 @@ def _length_order(src_len: np.ndarray, tgt_len: np.ndarray) -> tuple[np.ndarray,
     return order, np.repeat(longest_of_key, counts)
 
 
-def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> BatchIndex:
+def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> Ragged:
     """Cut pairs into length-bucketed batches with B * max(S, T) <= max_tokens.
 
     Args:
@@ -143,7 +118,8 @@ def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> B
             batch.
 
     Returns:
-        The batches, shortest pairs first.
+        The batches, shortest pairs first: row i holds batch i's pair indices (the flat array is
+        the length order, the offsets the batch boundaries).
     """
     order, key = _length_order(src_len, tgt_len)
     bounds, start, n = [0], 0, len(order)
@@ -155,7 +131,7 @@ def make_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> B
         size = max(1, int(np.count_nonzero(np.arange(1, len(window) + 1) * window <= max_tokens)))
         start += size
         bounds.append(start)
-    return BatchIndex(order, np.array(bounds, dtype=np.int64))
+    return Ragged(order, np.array(bounds, dtype=np.int64))
 
 
 def _lengths(offsets: np.ndarray) -> np.ndarray:

@@ -48,6 +48,11 @@ class Ragged(Sequence[np.ndarray]):
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two arrays."""
+        return self.flat.nbytes + self.offsets.nbytes
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 

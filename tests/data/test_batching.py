@@ -116,7 +116,7 @@ def test_batches_equal_the_old_lexsort_batches(monkeypatch, max_tokens):
     old = reference.make_batches(src_len, tgt_len, max_tokens)
     new = make_batches(src_len.astype(np.int32), tgt_len.astype(np.int32), max_tokens)
     assert len(new) == len(old) and all(np.array_equal(a, b) for a, b in zip(new, old))
-    assert new.order.dtype == np.int32 and new.nbytes == 4 * 5000 + 8 * (len(old) + 1)
+    assert new.flat.dtype == np.int32 and new.nbytes == 4 * 5000 + 8 * (len(old) + 1)
     huge = src_len.copy()
     huge[7] = 1 << 21  # beyond the packed sort key: the lexsort fallback
     assert [b.tolist() for b in make_batches(huge, tgt_len, 256)] == [
