@@ -44,6 +44,10 @@ class RunTime:
         seconds = self.run_seconds() if run_seconds is None else run_seconds
         return self.limit_minutes - seconds / 60
 
+    def skipped_updates(self) -> int:
+        """Updates of the whole run skipped for a non-finite loss or gradient."""
+        return self.earlier.skipped_updates + self.session.skipped_updates
+
     def session_tokens_per_sec(self) -> float:
         """This session's training speed (the progress bar's)."""
         return self.session.train_tokens / max(self.session.train_seconds, 1e-9)
@@ -55,5 +59,5 @@ class RunTime:
             run_seconds=self.run_seconds(),
             train_tokens=self.earlier.train_tokens + self.session.train_tokens,
             train_seconds=self.earlier.train_seconds + self.session.train_seconds,
-            skipped_updates=self.earlier.skipped_updates + self.session.skipped_updates,
+            skipped_updates=self.skipped_updates(),
         )

@@ -218,8 +218,7 @@ class Trainer:
             tokens = result.n_src_tokens + result.n_tgt_tokens
             self.time.add_update(tokens, seconds, applied=result.applied)
             if not result.applied:
-                skipped = self.time.totals(self.last_train_loss).skipped_updates
-                self.monitor.skipped(self.step + 1, skipped)
+                self.monitor.skipped(self.step + 1, self.time.skipped_updates())
             window.add(result, lr, seconds)
             figures = {"loss": result.loss, "lr": lr}
             figures["tokens_per_sec"] = self.time.session_tokens_per_sec()
