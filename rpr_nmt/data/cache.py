@@ -31,18 +31,19 @@ def hash_key(*parts: Any) -> str:
     return hashlib.sha256(repr((CACHE_VERSION, *parts)).encode()).hexdigest()
 
 
+def _owned_prefix(target: Path) -> str:
+    """`.NAME.owner=HOST=PID=`: the start of the name of a temporary that will become `target`."""
+    return f".{target.name}.owner={socket.gethostname()}={os.getpid()}="
+
+
 def owned_temporary(target: Path) -> tuple[int, str]:
     """Create the temporary file that will become `target`: (open descriptor, path)."""
-    owner = f"owner={socket.gethostname()}={os.getpid()}="
-    return tempfile.mkstemp(prefix=f".{target.name}.{owner}", suffix=".tmp", dir=target.parent)
+    return tempfile.mkstemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent)
 
 
 def owned_temporary_folder(target: Path) -> Path:
     """Create the temporary folder that will become the folder `target`, named like the files."""
-    owner = f"owner={socket.gethostname()}={os.getpid()}="
-    return Path(
-        tempfile.mkdtemp(prefix=f".{target.name}.{owner}", suffix=".tmp", dir=target.parent)
-    )
+    return Path(tempfile.mkdtemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent))
 
 
 def _process_alive(pid: int) -> bool:
