@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
 from rpr_nmt.model.layers import EncoderLayer  # noqa: E402
+from rpr_nmt.model.multihead import RelativePositions  # noqa: E402
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 H, DH, K, TOKENS = 8, 64, 16, 4096
@@ -161,8 +162,8 @@ def bench_layer(args, device, dtype):
     n, B = 64, 64
     sizes = dict(d_model=512, n_heads=8, d_ff=2048, dropout=0.1, attention_dropout=0.1)
     layers = {
-        "none": EncoderLayer(**sizes, max_relative_position=0),
-        "aK+aV": EncoderLayer(**sizes, max_relative_position=K),
+        "none": EncoderLayer(**sizes, relative=RelativePositions(k=0)),
+        "aK+aV": EncoderLayer(**sizes, relative=RelativePositions(k=K)),
     }
     for layer in layers.values():
         layer.to(device, dtype).train()

@@ -84,7 +84,7 @@ def check_exportable(model: Transformer) -> None:
         ExportError: names the setting and the override that would make a model exportable.
     """
     args = model.arguments
-    k = args["max_relative_position"]
+    k = args["relative"].k
     if _has_relative_tables(model) and args["sinusoidal"]:
         raise ExportError(
             f"model.sinusoidal=true with relative positions (model.max_relative_position={k}) "
@@ -224,7 +224,7 @@ def _relative_tables(model: Transformer) -> list[tuple[str, Tensor]]:
     """Every relative table of the self-attention modules, by parameter name."""
     tables = []
     for name, module in model.named_modules():
-        if isinstance(module, RelativeMultiheadAttention) and module.max_relative_position > 0:
+        if isinstance(module, RelativeMultiheadAttention) and module.relative.k > 0:
             for term in ("rel_keys", "rel_values"):
                 table = getattr(module, term)
                 if table is not None:

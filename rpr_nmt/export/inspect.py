@@ -71,7 +71,7 @@ def table_statistics(model: Transformer) -> list[TableStats]:
         for layer, module in enumerate(getattr(model, stack).layers):
             attn = module.self_attn
             for term, table in (("keys", attn.rel_keys), ("values", attn.rel_values)):
-                if table is None or attn.max_relative_position == 0:
+                if table is None or attn.relative.k == 0:
                     continue
                 rows = table.detach().float()
                 rows = rows if rows.dim() == 3 else rows.unsqueeze(0)  # (H', R, Dh)
@@ -98,7 +98,7 @@ def attention_weights(
         x: (B, T, D); key_padding_mask: (B, T); returns alpha (B, H, T, T), output (B, T, D).
     """
     B, T, D = x.shape
-    H, Dh, k = attn.n_heads, attn.d_head, attn.max_relative_position
+    H, Dh, k = attn.n_heads, attn.d_head, attn.relative.k
 
     def heads(y: Tensor) -> Tensor:
         return y.float().view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)

@@ -3,7 +3,8 @@
 Modules, from the paper's equations outwards:
     attention.py          the paper's equations: relative_position_index, relative_attention
     attention_kernels.py  their speed work: PyTorch's fused kernel, table windows, hidden keys
-    multihead.py          RelativeMultiheadAttention: projections, relative tables, cross-attention
+    multihead.py          RelativeMultiheadAttention: projections, relative tables, cross-attention;
+                          RelativePositions: k and which tables (w^K, w^V, shared across heads)
     cache.py              KeyValueCache, DecoderCache: the state of incremental decoding
     layers.py             EncoderLayer, DecoderLayer and their residual sublayers
     transformer.py        Encoder, Decoder, Transformer, build_model
@@ -15,7 +16,7 @@ Modules, from the paper's equations outwards:
 from rpr_nmt.model.attention import relative_attention, relative_position_index
 from rpr_nmt.model.cache import DecoderCache, KeyValueCache
 from rpr_nmt.model.device import resolve_device
-from rpr_nmt.model.multihead import RelativeMultiheadAttention
+from rpr_nmt.model.multihead import RelativeMultiheadAttention, RelativePositions
 from rpr_nmt.model.transformer import EncoderOutput, Transformer, build_model
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "EncoderOutput",
     "KeyValueCache",
     "RelativeMultiheadAttention",
+    "RelativePositions",
     "Transformer",
     "build_model",
     "relative_attention",

@@ -16,7 +16,11 @@ from torch import Tensor, nn
 
 from rpr_nmt.model.cache import KeyValueCache
 from rpr_nmt.model.dropout import Dropout
-from rpr_nmt.model.multihead import RelativeMultiheadAttention
+from rpr_nmt.model.multihead import (
+    RelativeMultiheadAttention,
+    RelativePositions,
+    RelativeTables,
+)
 
 __all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "SublayerNorm"]
 
@@ -61,15 +65,11 @@ class EncoderLayer(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
+        relative: RelativePositions,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         pre_norm: bool = True,
-        max_relative_position: int = 0,
-        relative_keys: bool = True,
-        relative_values: bool = True,
-        share_relative_across_heads: bool = False,
-        rel_keys: nn.Parameter | None = None,
-        rel_values: nn.Parameter | None = None,
+        tables: RelativeTables | None = None,
         attention_dtype: torch.dtype | None = None,
     ) -> None:
         """Build the sublayers.
@@ -78,15 +78,11 @@ class EncoderLayer(nn.Module):
             d_model: model width D.
             n_heads: attention heads H.
             d_ff: feed-forward inner width.
+            relative: relative positions of self-attention; RelativePositions() (k = 0) for none.
             dropout: on the residual branches and feed-forward activations.
             attention_dropout: on the attention weights.
             pre_norm: LayerNorm before each sublayer (True) or after the residual sum.
-            max_relative_position: k of self-attention; 0 = no relative positions.
-            relative_keys: learn w^K (a^K, eq. 4).
-            relative_values: learn w^V (a^V, eq. 3).
-            share_relative_across_heads: one table for all heads instead of one per head.
-            rel_keys: w^K shared with other layers; None = this layer's own.
-            rel_values: w^V shared with other layers; None = this layer's own.
+            tables: w^K, w^V shared with other layers; None = this layer's own.
             attention_dtype: precision of the attention arithmetic; None = the input's
                 (see RelativeMultiheadAttention).
         """
@@ -95,12 +91,8 @@ class EncoderLayer(nn.Module):
             d_model,
             n_heads,
             attention_dropout=attention_dropout,
-            max_relative_position=max_relative_position,
-            relative_keys=relative_keys,
-            relative_values=relative_values,
-            share_relative_across_heads=share_relative_across_heads,
-            rel_keys=rel_keys,
-            rel_values=rel_values,
+            relative=relative,
+            tables=tables,
             attention_dtype=attention_dtype,
         )
         self.ffn = FeedForward(d_model, d_ff, dropout)
@@ -125,31 +117,23 @@ class DecoderLayer(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
+        relative: RelativePositions,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         pre_norm: bool = True,
-        max_relative_position: int = 0,
-        relative_keys: bool = True,
-        relative_values: bool = True,
-        share_relative_across_heads: bool = False,
-        rel_keys: nn.Parameter | None = None,
-        rel_values: nn.Parameter | None = None,
+        tables: RelativeTables | None = None,
         attention_dtype: torch.dtype | None = None,
     ) -> None:
-        """Args: as EncoderLayer; the relative ones apply to self-attention only, attention_dtype
-        to both attentions."""
+        """Args: as EncoderLayer; relative and tables apply to self-attention only,
+        attention_dtype to both attentions."""
         super().__init__()
         self.self_attn = RelativeMultiheadAttention(
             d_model,
             n_heads,
             attention_dropout=attention_dropout,
-            max_relative_position=max_relative_position,
-            relative_keys=relative_keys,
-            relative_values=relative_values,
-            share_relative_across_heads=share_relative_across_heads,
+            relative=relative,
             causal=True,
-            rel_keys=rel_keys,
-            rel_values=rel_values,
+            tables=tables,
             attention_dtype=attention_dtype,
         )
         self.cross_attn = RelativeMultiheadAttention(

@@ -1,5 +1,5 @@
 """RelativeMultiheadAttention: projections, relative tables w^K / w^V, and the decoding cache
-around relative_attention (attention.py).
+around relative_attention (attention.py); RelativePositions, the setting that says which tables.
 
 Shape legend (batch-first everywhere):
     B batch, S source length, H heads, Dh head dim, D model dim (H * Dh), Tq / Tk query / key
@@ -9,6 +9,8 @@ Shape legend (batch-first everywhere):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -16,7 +18,67 @@ from torch import Tensor, nn
 from rpr_nmt.model.attention import relative_attention
 from rpr_nmt.model.cache import KeyValueCache
 
-__all__ = ["RelativeMultiheadAttention", "new_relative_table", "relative_table_shape"]
+__all__ = ["RelativeMultiheadAttention", "RelativePositions", "RelativeTables"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelativePositions:
+    """Which relative position representations a self-attention learns (Shaw et al. 2018, sec. 3).
+
+    Attributes:
+        k: the clipping distance (ModelConfig.max_relative_position); 0 = no relative positions.
+        keys: learn w^K, the a^K term of eq. 4 (ModelConfig.relative_keys).
+        values: learn w^V, the a^V term of eq. 3 (ModelConfig.relative_values).
+        share_across_heads: one table (R, Dh) for all heads instead of one per head (H, R, Dh)
+            (ModelConfig.share_relative_across_heads).
+    """
+
+    k: int = 0
+    keys: bool = True
+    values: bool = True
+    share_across_heads: bool = False
+
+    def __post_init__(self) -> None:
+        if self.k < 0:
+            raise ValueError(f"max_relative_position must be >= 0 (0 = off), got {self.k}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any table is learnt: k > 0 and a^K or a^V; otherwise plain attention."""
+        return self.k > 0 and (self.keys or self.values)
+
+    def new_tables(self, n_heads: int, d_head: int) -> RelativeTables:
+        """Fresh w^K and w^V (drawn in that order), each None when its term is off.
+
+        Shapes: (R, Dh) when shared across heads, (H, R, Dh) otherwise.
+        """
+        shape = self._table_shape(n_heads, d_head)
+        return RelativeTables(
+            keys=_new_table(shape) if self.k > 0 and self.keys else None,
+            values=_new_table(shape) if self.k > 0 and self.values else None,
+        )
+
+    def check_tables(self, tables: RelativeTables, n_heads: int, d_head: int) -> None:
+        """Raise ValueError unless `tables` (another layer's, to share) are the ones this setting
+        would build: the same terms, the same shapes."""
+        shape = self._table_shape(n_heads, d_head)
+        want = [shape if self.k > 0 and on else None for on in (self.keys, self.values)]
+        got = [None if table is None else tuple(table.shape) for table in tables]
+        if got != want:
+            raise ValueError(
+                f"shared relative tables (w^K, w^V) have shapes {got}, this layer needs {want}"
+            )
+
+    def _table_shape(self, n_heads: int, d_head: int) -> tuple[int, ...]:
+        rows = 2 * self.k + 1
+        return (rows, d_head) if self.share_across_heads else (n_heads, rows, d_head)
+
+
+class RelativeTables(NamedTuple):
+    """w^K and w^V of one self-attention, or of every layer of a stack that shares them."""
+
+    keys: nn.Parameter | None
+    values: nn.Parameter | None
 
 
 class RelativeMultiheadAttention(nn.Module):
@@ -24,10 +86,10 @@ class RelativeMultiheadAttention(nn.Module):
 
     Used for self-attention (memory=None), which may use relative positions, and for
     cross-attention, which never does (the paper applies them to self-attention only): build
-    cross-attention modules with max_relative_position=0.
+    cross-attention modules with the default relative=RelativePositions() (k = 0, off).
 
-    Tables: shape (R, Dh) when shared across heads, (H, R, Dh) otherwise. Pass existing Parameters
-    through rel_keys / rel_values to share one set of tables across layers.
+    Tables: shape (R, Dh) when shared across heads, (H, R, Dh) otherwise. Pass another layer's
+    RelativeTables as `tables` to share one set of tables across layers.
     """
 
     def __init__(
@@ -36,28 +98,21 @@ class RelativeMultiheadAttention(nn.Module):
         n_heads: int,
         *,
         attention_dropout: float = 0.0,
-        max_relative_position: int = 0,
-        relative_keys: bool = True,
-        relative_values: bool = True,
-        share_relative_across_heads: bool = False,
+        relative: RelativePositions = RelativePositions(),
         causal: bool = False,
-        rel_keys: nn.Parameter | None = None,
-        rel_values: nn.Parameter | None = None,
+        tables: RelativeTables | None = None,
         attention_dtype: torch.dtype | None = None,
     ) -> None:
-        """Build the projections and, when max_relative_position > 0, the relative tables.
+        """Build the projections and, when relative positions are on, the relative tables.
 
         Args:
             d_model: model width D; must be divisible by n_heads.
             n_heads: number of heads H.
             attention_dropout: dropout on the attention weights.
-            max_relative_position: k; 0 = no relative positions.
-            relative_keys: learn w^K (the a^K term of eq. 4).
-            relative_values: learn w^V (the a^V term of eq. 3).
-            share_relative_across_heads: tables of shape (R, Dh) instead of (H, R, Dh).
+            relative: k and the tables to learn; the default, k = 0, is plain attention.
             causal: each query sees only keys at its own or earlier absolute positions.
-            rel_keys: an existing w^K to share (another layer's); created here when None.
-            rel_values: an existing w^V to share; created here when None.
+            tables: existing w^K, w^V to share (another layer's, built for the same `relative`);
+                None = this module's own, created here.
             attention_dtype: precision of the attention arithmetic (scores, softmax, relative
                 terms) and of the key/value cache; None = the input's dtype. A bf16 model decodes
                 best with float32 here (Transformer.recast): the projections stay bf16, while the
@@ -70,19 +125,18 @@ class RelativeMultiheadAttention(nn.Module):
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.attention_dropout = attention_dropout
-        self.max_relative_position = max_relative_position
+        self.relative = relative
         self.causal = causal
         self.attention_dtype = attention_dtype
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
-        shape = relative_table_shape(
-            max_relative_position, n_heads, self.d_head, share_relative_across_heads
-        )
-        use = max_relative_position > 0
-        self.rel_keys = _table_or_new(rel_keys, shape) if use and relative_keys else None
-        self.rel_values = _table_or_new(rel_values, shape) if use and relative_values else None
+        if tables is None:  # this module's own w^K, w^V
+            tables = relative.new_tables(n_heads, self.d_head)
+        else:  # another layer's, shared across the layers of a stack
+            relative.check_tables(tables, n_heads, self.d_head)
+        self.rel_keys, self.rel_values = tables
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -159,7 +213,7 @@ class RelativeMultiheadAttention(nn.Module):
             kv.values,
             rel_keys=None if self.rel_keys is None else self.rel_keys.to(dtype),
             rel_values=None if self.rel_values is None else self.rel_values.to(dtype),
-            max_relative_position=self.max_relative_position,
+            max_relative_position=self.relative.k,
             causal=self.causal,
             key_padding_mask=key_padding_mask,
             q_offset=q_offset,
@@ -169,27 +223,8 @@ class RelativeMultiheadAttention(nn.Module):
         return self.out_proj(out), kv
 
 
-def relative_table_shape(
-    max_relative_position: int, n_heads: int, d_head: int, share_across_heads: bool
-) -> tuple[int, ...]:
-    """(R, Dh) for one table shared by all heads, (H, R, Dh) for one table per head."""
-    rows = 2 * max_relative_position + 1
-    return (rows, d_head) if share_across_heads else (n_heads, rows, d_head)
-
-
-def new_relative_table(shape: tuple[int, ...]) -> nn.Parameter:
-    """A w^K or w^V table, Xavier-uniform over (R, Dh) like the other weight matrices."""
+def _new_table(shape: tuple[int, ...]) -> nn.Parameter:
+    """A w^K or w^V table, Xavier-uniform over its last two axes (R, Dh)."""
     rows, d_head = shape[-2:]
     bound = math.sqrt(6.0 / (rows + d_head))
     return nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
-
-
-def _table_or_new(table: nn.Parameter | None, shape: tuple[int, ...]) -> nn.Parameter:
-    """The shared table passed in (after checking its shape), or a fresh one."""
-    if table is None:
-        return new_relative_table(shape)
-    if tuple(table.shape) != shape:
-        raise ValueError(
-            f"shared relative table has shape {tuple(table.shape)}, this layer needs {shape}"
-        )
-    return table

@@ -21,7 +21,7 @@ from rpr_nmt.config import ModelConfig
 from rpr_nmt.model.cache import DecoderCache
 from rpr_nmt.model.embeddings import TokenEmbedding
 from rpr_nmt.model.layers import DecoderLayer, EncoderLayer
-from rpr_nmt.model.multihead import new_relative_table, relative_table_shape
+from rpr_nmt.model.multihead import RelativePositions
 
 __all__ = ["Decoder", "Encoder", "EncoderOutput", "Transformer", "build_model"]
 
@@ -107,8 +107,9 @@ class Decoder(_Stack):
 class Transformer(nn.Module):
     """Encoder-decoder Transformer with relative position representations (Shaw et al. 2018).
 
-    Keyword arguments: one per ModelConfig field (rpr_nmt/config.py; build_model maps them), plus
-    vocab_size, pad_id and attention_dtype.
+    Keyword arguments: one per ModelConfig field (rpr_nmt/config.py; build_model maps them), except
+    that max_relative_position, relative_keys, relative_values and share_relative_across_heads
+    come as one RelativePositions, `relative`; plus vocab_size, pad_id and attention_dtype.
     """
 
     def __init__(
@@ -123,27 +124,21 @@ class Transformer(nn.Module):
         n_decoder_layers: int,
         dropout: float,
         attention_dropout: float,
-        max_relative_position: int,
-        relative_keys: bool,
-        relative_values: bool,
+        relative: RelativePositions,
         sinusoidal: bool,
-        share_relative_across_heads: bool,
         share_relative_across_layers: bool,
         tie_embeddings: bool,
         pre_norm: bool,
         attention_dtype: torch.dtype | None = None,
     ) -> None:
-        """Args: see ModelConfig in rpr_nmt/config.py (one argument per field), and
+        """Args: see ModelConfig in rpr_nmt/config.py (one argument per field, but `relative`:
+        the relative positions of every self-attention, see RelativePositions), and
         vocab_size: V, the joint source/target vocabulary; pad_id: the padding token id;
         attention_dtype: precision of the attention arithmetic and the decoding cache, None = the
         input's (see RelativeMultiheadAttention and recast)."""
         # First of all, while the locals are exactly the arguments: recast builds a copy from them.
         arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
-        if max_relative_position < 0:
-            raise ValueError(
-                f"max_relative_position must be >= 0 (0 = off), got {max_relative_position}"
-            )
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         self.arguments: dict[str, Any] = arguments
@@ -152,12 +147,8 @@ class Transformer(nn.Module):
 
         def layer_stack(layer: type[EncoderLayer | DecoderLayer], n_layers: int) -> list[nn.Module]:
             """The layers of one stack; with share_relative_across_layers they hold one w^K, w^V."""
-            shared = share_relative_across_layers and max_relative_position > 0
-            shape = relative_table_shape(
-                max_relative_position, n_heads, d_model // n_heads, share_relative_across_heads
-            )
-            rel_keys = new_relative_table(shape) if shared and relative_keys else None
-            rel_values = new_relative_table(shape) if shared and relative_values else None
+            shared = share_relative_across_layers and relative.enabled
+            tables = relative.new_tables(n_heads, d_model // n_heads) if shared else None
             return [
                 layer(
                     d_model=d_model,
@@ -166,12 +157,8 @@ class Transformer(nn.Module):
                     dropout=dropout,
                     attention_dropout=attention_dropout,
                     pre_norm=pre_norm,
-                    max_relative_position=max_relative_position,
-                    relative_keys=relative_keys,
-                    relative_values=relative_values,
-                    share_relative_across_heads=share_relative_across_heads,
-                    rel_keys=rel_keys,
-                    rel_values=rel_values,
+                    relative=relative,
+                    tables=tables,
                     attention_dtype=attention_dtype,
                 )
                 for _ in range(n_layers)
@@ -281,7 +268,7 @@ def build_model(
 
     Args:
         cfg: the model's size and position representation; each field is the Transformer
-            argument of the same name.
+            argument of the same name, but for the four that make up `relative`.
         vocab_size: size of the joint source/target vocabulary.
         pad_id: padding token id.
         attention_dtype: precision of the attention arithmetic; None = the input's (see
@@ -305,11 +292,13 @@ def build_model(
         n_decoder_layers=cfg.n_decoder_layers,
         dropout=cfg.dropout,
         attention_dropout=cfg.attention_dropout,
-        max_relative_position=cfg.max_relative_position,
-        relative_keys=cfg.relative_keys,
-        relative_values=cfg.relative_values,
+        relative=RelativePositions(
+            k=cfg.max_relative_position,
+            keys=cfg.relative_keys,
+            values=cfg.relative_values,
+            share_across_heads=cfg.share_relative_across_heads,
+        ),
         sinusoidal=cfg.sinusoidal,
-        share_relative_across_heads=cfg.share_relative_across_heads,
         share_relative_across_layers=cfg.share_relative_across_layers,
         tie_embeddings=cfg.tie_embeddings,
         pre_norm=cfg.pre_norm,

@@ -11,7 +11,12 @@ import torch
 import yaml
 
 from rpr_nmt.config import ModelConfig
-from rpr_nmt.model import DecoderCache, RelativeMultiheadAttention, build_model
+from rpr_nmt.model import (
+    DecoderCache,
+    RelativeMultiheadAttention,
+    RelativePositions,
+    build_model,
+)
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 VOCAB, PAD = 23, 0
@@ -157,12 +162,20 @@ def test_preset_builds_and_trains_one_step(preset):
 
 
 def test_build_model_maps_every_config_field():
-    cfg = ModelConfig(**dict(TINY, max_relative_position=3, relative_values=False, sinusoidal=True))
+    rel = dict(max_relative_position=3, relative_values=False, share_relative_across_heads=True)
+    cfg = ModelConfig(**TINY, **rel, sinusoidal=True)
     model = build_model(cfg, vocab_size=VOCAB, pad_id=PAD)
     arguments = dict(model.arguments)
     assert arguments.pop("vocab_size") == VOCAB and arguments.pop("pad_id") == PAD
     assert arguments.pop("attention_dtype") is None
-    assert arguments == dataclasses.asdict(cfg)
+    fields = dataclasses.asdict(cfg)
+    assert arguments.pop("relative") == RelativePositions(
+        k=fields.pop("max_relative_position"),
+        keys=fields.pop("relative_keys"),
+        values=fields.pop("relative_values"),
+        share_across_heads=fields.pop("share_relative_across_heads"),
+    )
+    assert arguments == fields
 
 
 def test_attention_dtype_reaches_every_attention_module():
