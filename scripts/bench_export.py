@@ -14,10 +14,9 @@ Scores are score_corpus's (sacreBLEU on detokenised text, chrF), as rpr-nmt-eval
 
 Threads, the same layout for both engines (docs/performance.md, "Decoding"): T = --threads,
 S = --streams. Ours: torch.set_num_threads(T), decode.streams = S (S batches at once, each on its
-own thread with T / S intra-op threads). CTranslate2: inter_threads = S, intra_threads = T / S, and
-S Python threads each translating an interleaved share of the sentences (ct2_in_streams), since
-translate_ctranslate2 alone keeps one replica busy. --streams 1 gives both engines T threads on
-one batch at a time.
+own thread with T / S intra-op threads). CTranslate2: inter_threads = S, intra_threads = T / S
+(translate_ctranslate2 submits all its batches at once, so S workers decode S batches at a time).
+--streams 1 gives both engines T threads on one batch at a time.
 
 Prints one Markdown table; --out also writes it to a file. A model CTranslate2 cannot represent,
 a bad checkpoint or missing data, and a missing ctranslate2 package exit with one line, status 2.
@@ -44,7 +43,7 @@ from rpr_nmt.checkpoint import CheckpointError, load_for_inference
 from rpr_nmt.config import DecodeConfig, TrainJobConfig
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
 from rpr_nmt.decode import Hypothesis, translate
-from rpr_nmt.decode.translate import decode_in_streams, decoding_model
+from rpr_nmt.decode.translate import decoding_model
 from rpr_nmt.evaluate import Scores, detokenize, score_corpus
 from rpr_nmt.export import ExportError, export_ctranslate2, translate_ctranslate2
 from rpr_nmt.model import Transformer
@@ -182,37 +181,13 @@ def decode_ours(
 def decode_ct2(
     translator: Any, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig, repeats: int
 ) -> tuple[float, list[NBest]]:
-    """Timed translate_ctranslate2 of all sources (our rules: caps, min_len, suppressed ids), in
-    cfg.streams concurrent shares (ct2_in_streams)."""
+    """Timed translate_ctranslate2 of all sources (our rules: caps, min_len, suppressed ids)."""
     seconds, pieces = best_of(
-        lambda: ct2_in_streams(translator, tokenizer, sources, cfg),
+        lambda: translate_ctranslate2(translator, tokenizer, sources, cfg),
         repeats,
-        lambda: ct2_in_streams(translator, tokenizer, sources[:WARMUP_SENTENCES], cfg),
+        lambda: translate_ctranslate2(translator, tokenizer, sources[:WARMUP_SENTENCES], cfg),
     )
     return seconds, pieces_to_nbest(pieces, tokenizer)
-
-
-def ct2_in_streams(
-    translator: Any, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig
-) -> list[list[list[str]]]:
-    """translate_ctranslate2 on cfg.streams interleaved shares of the sources at once, one Python
-    thread each (decode_in_streams), so that the translator's inter_threads replicas all work.
-
-    translate_ctranslate2 makes one blocking translate_batch call per output cap, each mostly a
-    single batch (Multi30k test: 29 caps, at most 109 sentences each), which keeps one replica
-    busy at a time; concurrent calls from S threads keep S busy, as our S streams do.
-    """
-    streams = cfg.streams
-    shares = [list(range(s, len(sources), streams)) for s in range(streams)]
-    out: list[list[list[str]]] = [[] for _ in sources]
-
-    def decode(share: list[int]) -> list[list[list[str]]]:
-        return translate_ctranslate2(translator, tokenizer, [sources[i] for i in share], cfg)
-
-    for share, pieces in zip(shares, decode_in_streams(decode, shares, streams)):
-        for i, nbest in zip(share, pieces):
-            out[i] = nbest
-    return out
 
 
 def score(tokenizer: Tokenizer, outputs: Sequence[NBest], refs: list[str], lang: str) -> Scores:
@@ -328,8 +303,7 @@ def header(args: argparse.Namespace, ct2: Any, context: dict[str, Any], argv: li
         f"before decoding; torch {torch.__version__}, ctranslate2 {ct2.__version__}",
         f"threads: {args.threads} in all for each engine. rpr-nmt: torch.set_num_threads("
         f"{args.threads}), decode.streams={args.streams} ({intra} per stream); CTranslate2: "
-        f"inter_threads={inter}, intra_threads={intra}, the sentences in {inter} interleaved "
-        "share(s) translated at once",
+        f"inter_threads={inter}, intra_threads={intra}",
         f"checkpoint {args.checkpoint} ({args.weights} weights); {context['split']}, "
         f"{context['sentences']} sentences; alpha {cfg.length_penalty}, max length "
         f"{cfg.max_len_a} * S + {cfg.max_len_b}, min_len {cfg.min_len}, {cfg.max_sentences} "

@@ -74,7 +74,8 @@ def translate_ctranslate2(
     """Translate raw sentences with an exported model under our decoding rules.
 
     Sentences are grouped by their output cap (one translate_batch call per cap, at most
-    cfg.max_sentences sentences a batch) and returned in input order.
+    cfg.max_sentences sentences a batch, all submitted at once so that a translator with
+    inter_threads > 1 decodes several batches in parallel) and returned in input order.
 
     Args:
         translator: a ctranslate2.Translator of the exported folder.
@@ -90,16 +91,20 @@ def translate_ctranslate2(
     for i, source in enumerate(pieces):
         by_cap[max_decoding_length(len(source) + 1, cfg)].append(i)  # + 1: the source EOS
     results: list[list[list[str]]] = [[] for _ in sentences]
+    pending = []  # (sentence index, its asynchronous result)
     for cap, indices in sorted(by_cap.items()):
         if cap == 0:  # ours ends at once; CTranslate2 needs max_decoding_length > 0
             for i in indices:
                 results[i] = [[] for _ in range(cfg.nbest)]
             continue
+        # Submitted without waiting, so that the translator's inter_threads workers share the calls.
         outputs = translator.translate_batch(
             [pieces[i] for i in indices],
             max_batch_size=cfg.max_sentences,
+            asynchronous=True,
             **translate_options(cfg, tokenizer, cap),
         )
-        for i, output in zip(indices, outputs):
-            results[i] = [list(h) for h in output.hypotheses]
+        pending.extend(zip(indices, outputs))
+    for i, output in pending:
+        results[i] = [list(h) for h in output.result().hypotheses]
     return results

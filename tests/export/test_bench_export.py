@@ -6,13 +6,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from rpr_nmt.checkpoint import TrainingState, save_checkpoint
-from rpr_nmt.config import DataConfig, DecodeConfig, TrainJobConfig
+from rpr_nmt.config import DataConfig, TrainJobConfig
 from rpr_nmt.decode import Hypothesis
 from rpr_nmt.model import build_model
 
@@ -69,25 +68,6 @@ def test_pieces_to_nbest_gives_our_ids(tiny_bpe):
     pieces = [[[tiny_bpe.id_to_piece(i) for i in ids]], []]
     out = bench.pieces_to_nbest(pieces, tiny_bpe)
     assert [h.tokens for h in out[0]] == [ids] and out[1] == []
-
-
-class EchoTranslator:
-    """Stands in for ctranslate2.Translator: each source's pieces come back as its hypothesis."""
-
-    def translate_batch(self, batch, **options):
-        return [SimpleNamespace(hypotheses=[list(pieces)]) for pieces in batch]
-
-
-def test_ct2_in_streams_keeps_the_input_order(tiny_bpe):
-    sources = [f"a {'big ' * n}dog." for n in range(9)]  # 9 lengths: 9 caps, 9 calls
-    cfg = DecodeConfig(beam_size=1, streams=2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)  # two streams need two threads (decode_in_streams)
-    try:
-        out = bench.ct2_in_streams(EchoTranslator(), tiny_bpe, sources, cfg)
-    finally:
-        torch.set_num_threads(threads)
-    assert out == [[[tiny_bpe.id_to_piece(i) for i in tiny_bpe.encode(s)]] for s in sources]
 
 
 def test_missing_ctranslate2_is_one_line(monkeypatch, capsys, tmp_path):

@@ -89,6 +89,16 @@ def test_greedy_equals_ours_sentence_for_sentence(exported, ours, a, b, min_len)
     assert all(len(h) >= min_len for h in expected)
 
 
+def test_parallel_workers_keep_the_input_order(exported, ours):
+    """All caps' calls are submitted at once: two workers (inter_threads=2) decode them in
+    parallel, and every sentence still gets its own greedy translation, in input order."""
+    model, tok = ours
+    cfg = DecodeConfig(beam_size=1, max_sentences=4, streams=1)
+    workers = ctranslate2.Translator(str(exported), device="cpu", inter_threads=2, intra_threads=1)
+    got = [h[0] for h in translate_ctranslate2(workers, tok, SOURCES, cfg)]
+    assert got == our_pieces(model, tok, SOURCES, cfg)
+
+
 def test_one_call_with_the_largest_cap_differs_only_where_a_smaller_cap_is_reached(exported, ours):
     model, tok = ours
     cfg = DecodeConfig(beam_size=1, max_len_a=0.8, max_len_b=2, streams=1)
