@@ -11,6 +11,7 @@ is `${oc.env:RPR_NMT_DATA,...}`, resolved where the report runs).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,13 +51,17 @@ class Run:
         """The split the run was tested on (data.test_split)."""
         return str(self.config.get("data", {}).get("test_split", "test"))
 
-    def setting(self, shared: frozenset[str] = frozenset()) -> str:
-        """The run's overrides without the seed and those `shared` by every run of the sweep."""
-        kept = [
-            o
-            for o in self.overrides
-            if o.split("=", 1)[0].lstrip("+") != SEED_KEY and o not in shared
-        ]
+    def flat_config(self) -> dict[str, Any]:
+        """The resolved config as dotted keys: {"model.max_relative_position": 16, ...}."""
+        return _flatten(self.config)
+
+    def setting(self, keys: Sequence[str] = ()) -> str:
+        """The run's values of `keys` ("model.max_relative_position=16, ..."); with no keys, its
+        overrides without the seed ("default" when there are none)."""
+        if keys:
+            flat = self.flat_config()
+            return ", ".join(f"{key}={_yaml_value(flat.get(key))}" for key in keys)
+        kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
         return ", ".join(kept) or "default"
 
     def data_config(self) -> Any:
@@ -65,6 +70,40 @@ class Run:
 
         where = f"{self.path}/.hydra/config.yaml: data"
         return section_from_dict(DataConfig, dict(self.config.get("data", {})), where)
+
+
+def setting_keys(runs: Sequence[Run]) -> list[str]:
+    """The config keys (dotted) whose values differ between the runs, the seed aside: what makes
+    a setting. Runs from different sweeps (a reused baseline) compare by what they trained, not
+    by how their overrides were spelt. Keys in config order."""
+    flats = [run.flat_config() for run in runs]
+    keys = dict.fromkeys(key for flat in flats for key in flat)
+    missing = object()
+    return [
+        key
+        for key in keys
+        if key != SEED_KEY and len({repr(flat.get(key, missing)) for flat in flats}) > 1
+    ]
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _yaml_value(value: Any) -> str:
+    """A config value as an override would spell it: true, null, 0.1, [a, b]."""
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=1000)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def find_runs(sweep_dir: str | Path) -> list[Run]:

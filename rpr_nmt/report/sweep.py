@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
-from rpr_nmt.report.runs import SEED_KEY, CorpusText, Run, find_runs, read_hypotheses
+from rpr_nmt.report.runs import (
+    SEED_KEY,
+    CorpusText,
+    Run,
+    find_runs,
+    read_hypotheses,
+    setting_keys,
+)
 from rpr_nmt.report.significance import ALPHA, METRICS, TESTS, Comparison, compare_seedwise
 from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
 
@@ -59,13 +66,16 @@ class Row:
 
 
 def group_runs(runs: Sequence[Run]) -> list[Row]:
-    """Runs grouped by setting, rows ordered by k, then the a^K / a^V / sinusoid toggles."""
-    # Overrides every run shares (the experiment, a common recipe) say nothing about a row.
-    sets = [frozenset(r.overrides) for r in runs]
-    shared = frozenset.intersection(*sets) if len(set(sets)) > 1 else frozenset()
+    """Runs grouped by setting, rows ordered by k, then the a^K / a^V / sinusoid toggles.
+
+    A setting is the run's values of the config keys on which the runs differ (the seed aside),
+    so a run reused from another sweep joins the row it trained; when all runs share one
+    setting, its label is the overrides (without the seed).
+    """
+    keys = setting_keys(runs)
     rows: dict[str, Row] = {}
     for run in runs:
-        label = run.setting(shared)
+        label = run.setting(keys)
         rows.setdefault(label, Row(label, run.model)).runs.append(run)
 
     def order(row: Row) -> tuple:

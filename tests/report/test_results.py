@@ -47,7 +47,7 @@ def write_run(sweep: Path, k: int, seed: int, bpe: bytes, test_bleu: float) -> P
     (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     data = asdict(DataConfig(test_split="test", valid_split="valid"))
     data["root"] = "${oc.env:RPR_NMT_DATA,data}/tiny"  # as configs/data/*.yaml name it
-    model = {"max_relative_position": k, "relative_keys": k > 0, "relative_values": k > 0}
+    model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
     config = {"data": data, "model": {**model, "sinusoidal": False}, "train": {"seed": seed}}
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (run / ".hydra" / "hydra.yaml").write_text("hydra: {}\n")

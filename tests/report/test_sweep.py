@@ -75,3 +75,33 @@ def test_statistics_without_a_test(tmp_path, capsys):
     assert "p (BLEU)" not in stats and "Student t" in stats
     # 30, 32, 34: mean 32, sd 2, t(0.975, 2) * 2 / sqrt(3) = 4.97
     assert "| 3 | 32.0 ± 2.0 [27.0, 37.0] |" in stats
+
+
+def write_run(path: Path, overrides: list[str], model: dict, seed: int) -> None:
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    config = {"model": model, "train": {"seed": seed, "lr": 0.001, "ema_decay": None}}
+    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (path / "train_summary.json").write_text(json.dumps({"test_bleu": 30.0 + seed}))
+
+
+def test_a_setting_is_what_was_trained_not_how_the_overrides_spell_it(tmp_path):
+    relative = {"max_relative_position": 16, "sinusoidal": False}
+    absolute = {"max_relative_position": 0, "sinusoidal": True}
+    # The same model from two sweeps (a reused baseline) and a third setting.
+    write_run(tmp_path / "a", ["positions=relative", "train.seed=1"], relative, 1)
+    write_run(tmp_path / "b", ["model.max_relative_position=16", "train.seed=2"], relative, 2)
+    write_run(tmp_path / "c", ["positions=absolute", "train.seed=1"], absolute, 1)
+    rows = group_runs(find_runs(tmp_path))
+    assert [(r.setting, len(r.runs)) for r in rows] == [
+        ("model.max_relative_position=0, model.sinusoidal=true", 1),
+        ("model.max_relative_position=16, model.sinusoidal=false", 2),
+    ]
+
+
+def test_one_setting_is_labelled_by_its_overrides(tmp_path):
+    model = {"max_relative_position": 4, "sinusoidal": False}
+    write_run(tmp_path / "a", ["positions=relative_k4", "train.seed=1"], model, 1)
+    write_run(tmp_path / "b", ["positions=relative_k4", "train.seed=2"], model, 2)
+    rows = group_runs(find_runs(tmp_path))
+    assert [(r.setting, len(r.runs)) for r in rows] == [("positions=relative_k4", 2)]
