@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,17 @@ class Run:
         """The split the run was tested on (data.test_split)."""
         return str(self.config.get("data", {}).get("test_split", "test"))
 
+    @cached_property
     def flat_config(self) -> dict[str, Any]:
-        """The resolved config as dotted keys: {"model.max_relative_position": 16, ...}."""
+        """The resolved config as dotted keys: {"model.max_relative_position": 16, ...}
+        (flattened once: setting_keys and setting both read it)."""
         return _flatten(self.config)
 
     def setting(self, keys: Sequence[str] = ()) -> str:
         """The run's values of `keys` ("model.max_relative_position=16, ..."); with no keys, its
         overrides without the seed ("default" when there are none)."""
         if keys:
-            flat = self.flat_config()
+            flat = self.flat_config
             return ", ".join(f"{key}={_yaml_value(flat.get(key))}" for key in keys)
         kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
         return ", ".join(kept) or "default"
@@ -76,7 +79,7 @@ def setting_keys(runs: Sequence[Run]) -> list[str]:
     """The config keys (dotted) whose values differ between the runs, the seed aside: what makes
     a setting. Runs from different sweeps (a reused baseline) compare by what they trained, not
     by how their overrides were spelt. Keys in config order."""
-    flats = [run.flat_config() for run in runs]
+    flats = [run.flat_config for run in runs]
     keys = dict.fromkeys(key for flat in flats for key in flat)
     missing = object()
     return [
