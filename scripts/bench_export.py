@@ -245,14 +245,16 @@ def run_bench(args: argparse.Namespace, ct2: Any) -> tuple[list[Row], dict[str, 
                 seconds, out = decode_ct2(translator, tokenizer, sources, cfg, args.repeats)
                 runs.append(Run("CTranslate2", quantization, beam, seconds, out))
             del translator  # its threads go before the next folder's translator starts
-    rows = make_rows(runs, tokenizer, refs, lang)
-    signature = score(tokenizer, runs[0].outputs, refs, lang)
-    context = dict(split=split, sentences=len(sources), decode=base, scores=signature, load=load)
+    rows, signatures = make_rows(runs, tokenizer, refs, lang)
+    context = dict(split=split, sentences=len(sources), decode=base, scores=signatures, load=load)
     return rows, context
 
 
-def make_rows(runs: Sequence[Run], tokenizer: Tokenizer, refs: list[str], lang: str) -> list[Row]:
-    """Table rows, greedy rows first; agreement against rpr-nmt fp32 at the same beam size."""
+def make_rows(
+    runs: Sequence[Run], tokenizer: Tokenizer, refs: list[str], lang: str
+) -> tuple[list[Row], Scores]:
+    """Table rows, greedy rows first, and the last row's scores (for the sacreBLEU signatures,
+    the same for every row); agreement against rpr-nmt fp32 at the same beam size."""
     reference = {run.beam: run.outputs for run in runs if run.is_reference}
     rows = []
     for run in sorted(runs, key=lambda r: r.beam):
@@ -260,7 +262,7 @@ def make_rows(runs: Sequence[Run], tokenizer: Tokenizer, refs: list[str], lang: 
         same = None if run.is_reference else identical_share(run.outputs, reference[run.beam])
         speed = len(run.outputs) / run.seconds if run.seconds > 0 else float("inf")
         rows.append(Row(run.engine, run.weights, run.beam, speed, scores.bleu, scores.chrf, same))
-    return rows
+    return rows, scores
 
 
 def format_table(rows: Sequence[Row]) -> str:

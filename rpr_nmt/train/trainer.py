@@ -49,7 +49,9 @@ from rpr_nmt.train.setup import (
 from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
 from rpr_nmt.train.validation import (
+    earlier_evaluation,
     evaluate_at_end,
+    evaluation_setup,
     is_better,
     validation_bleu,
     validation_loss,
@@ -339,7 +341,16 @@ class Trainer:
 
     def _average_and_evaluate(self) -> dict[str, Any]:
         """Average the last checkpoints when asked, then decode valid and test with cfg.decode,
-        with the weights rpr-nmt-evaluate would load (the weight average when there is one)."""
+        with the weights rpr-nmt-evaluate would load (the weight average when there is one).
+        A finished run rerun keeps the evaluation its summary already holds."""
+        setup = evaluation_setup(self.config)
+        if self.cfg.evaluate_at_end and self.session_steps == 0:
+            splits = (self.config.data.valid_split, self.config.data.test_split)
+            summary = self.run_dir / "train_summary.json"
+            earlier = earlier_evaluation(summary, self.step, setup, splits)
+            if earlier is not None:
+                log.info("update %d was evaluated before: kept from %s", self.step, summary)
+                return earlier
         extra: dict[str, Any] = {}
         model, checkpoint, weights = self.model, self.checkpoint_dir / "last.pt", None
         if self.cfg.average_last > 0:
@@ -353,6 +364,7 @@ class Trainer:
             model.load_state_dict(weights)
         if self.cfg.evaluate_at_end:
             extra["evaluated_checkpoint"] = str(checkpoint)
+            extra["evaluated_setup"] = setup
             extra.update(
                 evaluate_at_end(
                     model, self.tokenizer, self.config, self.run_dir, self.ctx.device,

@@ -8,6 +8,7 @@ continue identically (exact resume depends on it).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass, replace
@@ -141,6 +142,34 @@ def evaluate_at_end(
                 if isinstance(value, (int, float, str)):
                     entries[f"{role}_{name}"] = value
     return entries
+
+
+def evaluation_setup(config: TrainJobConfig) -> dict[str, Any]:
+    """What decides the final evaluation's figures besides the weights: decoding and averaging."""
+    cfg = config.train
+    return {"decode": asdict(config.decode), "average_last": cfg.average_last, "ema": cfg.ema_decay}
+
+
+def earlier_evaluation(
+    summary_path: Path, steps: int, setup: dict[str, Any], splits: tuple[str, str]
+) -> dict[str, Any] | None:
+    """The final evaluation a finished run already has, so that rerunning it costs no decoding.
+
+    Returns the summary entries evaluate_at_end wrote (valid_*, test_*, evaluated_*,
+    averaged_*), when summary_path records one at the same update with the same setup and the
+    eval files of both splits are still beside it; else None (evaluate again).
+    """
+    try:
+        earlier = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+        return None
+    as_saved = json.loads(json.dumps(setup, default=str))  # tuples as lists, as JSON keeps them
+    if earlier.get("steps") != steps or earlier.get("evaluated_setup") != as_saved:
+        return None
+    if not all((summary_path.parent / f"eval_{split}.json").is_file() for split in splits):
+        return None
+    prefixes = ("valid_", "test_", "evaluated_", "averaged_")
+    return {k: v for k, v in earlier.items() if k.startswith(prefixes)}
 
 
 def _scores_dict(scores: Any) -> dict[str, Any]:

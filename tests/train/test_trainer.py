@@ -85,6 +85,34 @@ def test_stop_request_finishes_the_update_saves_and_stops(corpus, cache_dir, tmp
     assert "test_bleu" not in summary  # a stopped run skips the final evaluation
 
 
+def test_a_finished_run_rerun_keeps_its_evaluation_until_decoding_changes(
+    corpus, cache_dir, tmp_path, monkeypatch
+):
+    import rpr_nmt.train.trainer as trainer_module
+
+    real, calls = trainer_module.evaluate_at_end, []
+
+    def counted(*args, **kwargs):
+        calls.append(args[2].decode.beam_size)  # the job config's decoding
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "evaluate_at_end", counted)
+    common = ("train.max_steps=2", "train.valid_bleu=false", "decode.max_sentences=8")
+    first = train(compose_config(corpus, cache_dir, *common), tmp_path / "run")
+    again = train(compose_config(corpus, cache_dir, *common), tmp_path / "run")
+    assert calls == [first["evaluated_setup"]["decode"]["beam_size"]]  # decoded once
+    assert again["session_steps"] == 0
+    for key in ("test_bleu", "test_chrf", "valid_bleu", "evaluated_checkpoint"):
+        assert again[key] == first[key]
+    # Other decoding settings, or eval files gone: evaluated again.
+    train(compose_config(corpus, cache_dir, *common, "decode.beam_size=1"), tmp_path / "run")
+    assert calls[-1] == 1 and len(calls) == 2
+    for path in (tmp_path / "run").glob("eval_*.json"):
+        path.unlink()
+    train(compose_config(corpus, cache_dir, *common, "decode.beam_size=1"), tmp_path / "run")
+    assert len(calls) == 3
+
+
 def test_sigterm_sets_the_stop_flag_and_the_old_handler_returns():
     before = signal.getsignal(signal.SIGTERM)
     with StopSignals() as stop:
