@@ -1,0 +1,57 @@
+"""scripts/bleu_curve.py: every kept step checkpoint of a tiny run decoded and scored."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rpr_nmt.train import train
+
+from .conftest import compose_config
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bleu_curve.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bleu_curve", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module
+
+
+curve = _load_script()
+
+
+def test_each_kept_checkpoint_is_one_point_scored_like_evaluate(corpus, cache_dir, tmp_path):
+    settings = ("train.max_steps=4", "train.save_every=2", "train.keep_last=5")
+    quiet = ("train.valid_bleu=false", "train.evaluate_at_end=false", "decode.max_sentences=8")
+    train(compose_config(corpus, cache_dir, *settings, *quiet), tmp_path / "run")
+
+    assert curve.main([str(tmp_path / "run"), "--beam", "1"]) == 0
+    record = json.loads((tmp_path / "run" / "curve_valid.json").read_text())
+    assert [p["step"] for p in record["points"]] == [2, 4]
+    assert record["split"] == "valid" and record["beam"] == 1
+    for point in record["points"]:
+        step_dir = tmp_path / "run" / "curve_valid" / f"step_{point['step']:07d}"
+        scored = json.loads((step_dir / "eval_valid.json").read_text())
+        assert scored["bleu"] == pytest.approx(point["bleu"])  # the file evaluate writes
+        assert len((step_dir / "hyp_valid.txt").read_text().splitlines()) == 16
+
+
+def test_table_shows_the_gain_over_the_previous_point():
+    points = [curve.Point(300, 20.0, 50.0), curve.Point(600, 25.5, 55.25)]
+    assert curve.format_table(points).splitlines()[2:] == [
+        "| 300 | 20.00 | 50.00 |  |",
+        "| 600 | 25.50 | 55.25 | +5.50 |",
+    ]
+
+
+def test_a_run_without_step_checkpoints_is_one_line_and_status_2(tmp_path, capsys):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    assert curve.main([str(tmp_path / "run")]) == 2
+    assert "has no step_XXXXXXX.pt: train with train.save_every=N" in capsys.readouterr().err
