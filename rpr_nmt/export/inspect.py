@@ -9,13 +9,12 @@ W the widest distance counted on its own (mass beyond it is put in the end bucke
 - attention_mass: per stack and layer, the self-attention weight alpha_ij summed by relative
   distance clip(j - i, W), averaged over the heads' non-padding queries of a dev set: shape
   (L, H, 2W + 1), each (layer, head) row sums to 1. Forward hooks capture each self-attention's
-  input; the weights are recomputed from the module's own projections and tables (eq. 4), and
-  checked against the module's output (eq. 3), so the numbers are the model's.
+  input; the weights come from the model's own relative_attention (attention_weights), and the
+  output rebuilt beside them is checked against the module's, so the numbers are the model's.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from rpr_nmt.model import RelativeMultiheadAttention, Transformer, relative_position_index
+from rpr_nmt.model import (
+    RelativeMultiheadAttention,
+    Transformer,
+    relative_attention,
+    relative_position_index,
+)
 
 __all__ = [
     "AttentionMass",
@@ -84,7 +88,12 @@ def table_statistics(model: Transformer) -> list[TableStats]:
 def attention_weights(
     attn: RelativeMultiheadAttention, x: Tensor, key_padding_mask: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """Self-attention weights alpha of one module, recomputed from its projections and w^K.
+    """Self-attention weights alpha of one module, from the model's own relative_attention.
+
+    Eq. 3 with every value replaced by a unit vector (v_j = e_j, of length T) and no a^V term gives
+    z_i = sum_j alpha_ij e_j = alpha_i: the function the model runs returns its weights. The
+    module's output is rebuilt beside them, from its real values and tables, so that a caller can
+    check the projections were split as the module splits them.
 
     Args:
         attn: a self-attention module in eval mode.
@@ -92,40 +101,26 @@ def attention_weights(
         key_padding_mask: True where a key is padding.
 
     Returns:
-        (alpha, output): the weights, and the module's output rebuilt from them (eq. 3).
+        (alpha, output): the weights, and the module's output.
 
     Shapes:
         x: (B, T, D); key_padding_mask: (B, T); returns alpha (B, H, T, T), output (B, T, D).
     """
     B, T, D = x.shape
-    H, Dh, k = attn.n_heads, attn.d_head, attn.relative.k
-
-    def heads(y: Tensor) -> Tensor:
-        return y.float().view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-
-    q, keys, values = heads(attn.q_proj(x)), heads(attn.k_proj(x)), heads(attn.v_proj(x))
-    logits = q @ keys.transpose(-1, -2)  # (B, H, T, T) content term of eq. 4
-    r = relative_position_index(T, T, max(k, 0), device=x.device)  # (T, T)
-    rel_keys = attn.rel_keys if k > 0 else None
-    rel_values = attn.rel_values if k > 0 else None
-    if rel_keys is not None:
-        a_k = rel_keys.float()[..., r, :]  # (T, T, Dh) or (H, T, T, Dh)
-        pattern = "bhid,ijd->bhij" if a_k.dim() == 3 else "bhid,hijd->bhij"
-        logits = logits + torch.einsum(pattern, q, a_k)  # (B, H, T, T) position term of eq. 4
-    hidden = torch.zeros(T, T, dtype=torch.bool, device=x.device)  # (T, T)
-    if attn.causal:
-        hidden = torch.ones_like(hidden).triu(1)
-    hidden = hidden.expand(B, 1, T, T)  # (B, 1, T, T)
-    if key_padding_mask is not None:
-        hidden = hidden | key_padding_mask[:, None, None, :]
-    alpha = torch.softmax((logits / math.sqrt(Dh)).masked_fill(hidden, -math.inf), dim=-1)
-    z = alpha @ values  # (B, H, T, Dh) content term of eq. 3
-    if rel_values is not None:
-        a_v = rel_values.float()[..., r, :]  # (T, T, Dh) or (H, T, T, Dh)
-        pattern = "bhij,ijd->bhid" if a_v.dim() == 3 else "bhij,hijd->bhid"
-        z = z + torch.einsum(pattern, alpha, a_v)  # position term of eq. 3
+    q, keys = attn.split_heads(attn.q_proj(x)), attn.split_heads(attn.k_proj(x))  # (B, H, T, Dh)
+    values = attn.split_heads(attn.v_proj(x))  # (B, H, T, Dh)
+    dtype = q.dtype
+    rel_keys = None if attn.rel_keys is None else attn.rel_keys.to(dtype)
+    rel_values = None if attn.rel_values is None else attn.rel_values.to(dtype)
+    common = dict(
+        max_relative_position=attn.relative.k, causal=attn.causal,
+        key_padding_mask=key_padding_mask,
+    )  # fmt: skip
+    units = torch.eye(T, dtype=dtype, device=x.device).expand(B, attn.n_heads, T, T)  # v_j = e_j
+    alpha = relative_attention(q, keys, units, rel_keys=rel_keys, **common)  # (B, H, T, T)
+    z = relative_attention(q, keys, values, rel_keys=rel_keys, rel_values=rel_values, **common)
     output = attn.out_proj(z.transpose(1, 2).reshape(B, T, D).to(x.dtype))  # (B, T, D)
-    return alpha, output
+    return alpha.float(), output
 
 
 @dataclass

@@ -145,7 +145,7 @@ class RelativeMultiheadAttention(nn.Module):
             nn.init.xavier_uniform_(proj.weight)
             nn.init.zeros_(proj.bias)
 
-    def _heads(self, x: Tensor) -> Tensor:
+    def split_heads(self, x: Tensor) -> Tensor:
         """Split a projection into heads, in the attention dtype: (B, T, D) -> (B, H, T, Dh)."""
         B, T, _ = x.shape
         x = x.to(self.attention_dtype or x.dtype)
@@ -160,8 +160,8 @@ class RelativeMultiheadAttention(nn.Module):
         Shapes:
             memory: (B, S, D); returns keys and values (B, H, S, Dh).
         """
-        keys = self._heads(self.k_proj(memory)).contiguous()
-        return KeyValueCache(keys, self._heads(self.v_proj(memory)).contiguous())
+        keys = self.split_heads(self.k_proj(memory)).contiguous()
+        return KeyValueCache(keys, self.split_heads(self.v_proj(memory)).contiguous())
 
     def forward(
         self,
@@ -196,7 +196,7 @@ class RelativeMultiheadAttention(nn.Module):
         """
         B, Tq, D = x.shape
         if memory is None:
-            kv = KeyValueCache(self._heads(self.k_proj(x)), self._heads(self.v_proj(x)))
+            kv = KeyValueCache(self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x)))
             if cache is not None:
                 kv = cache.append(kv.keys, kv.values)  # (B, H, Tk, Dh)
         else:
@@ -205,7 +205,7 @@ class RelativeMultiheadAttention(nn.Module):
             if B % rows != 0:
                 raise ValueError(f"{B} query rows cannot share {rows} memory rows in equal groups")
             x = x.reshape(rows, -1, D)  # (B / G, G * Tq, D): one row per memory row
-        q = self._heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
+        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
         dtype = q.dtype
         z = relative_attention(
             q,

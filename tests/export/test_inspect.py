@@ -35,15 +35,28 @@ def test_attention_mass_sums_to_one_per_layer_and_head(tiny_bpe, shared):
     assert mass.queries["encoder"] == expected
 
 
-def test_recomputed_weights_are_the_models(tiny_bpe):
-    """attention_weights rebuilds the module's output from alpha (eq. 3) on padded batches."""
+def eq4_by_hand(attn, x, padding):
+    """alpha from eq. 4 with every a^K_ij materialised (B, H, T, T): the reference."""
+    B, T, D = x.shape
+    H, Dh, k = attn.n_heads, attn.d_head, attn.relative.k
+    q, keys = (p(x).view(B, T, H, Dh).transpose(1, 2) for p in (attn.q_proj, attn.k_proj))
+    r = (torch.arange(T)[None, :] - torch.arange(T)[:, None]).clamp(-k, k) + k  # (T, T)
+    a_k = attn.rel_keys[..., r, :]  # (H, T, T, Dh): per-head tables
+    logits = (q @ keys.transpose(-1, -2) + torch.einsum("bhid,hijd->bhij", q, a_k)) / Dh**0.5
+    return torch.softmax(logits.masked_fill(padding[:, None, None, :], -torch.inf), dim=-1)
+
+
+def test_weights_and_output_are_the_models(tiny_bpe):
+    """attention_weights gives eq. 4's alpha and the module's output, on padded batches."""
     model = model_of(share_relative_across_heads=False)
     src = padded([tiny_bpe.encode(s) + [EOS_ID] for s in corpus(3, seed=4)[0]])  # (B, S)
     x = model.encoder.embed(src)
     attn = model.encoder.layers[0].self_attn
     x = model.encoder.layers[0].attn_norm.before(x)
-    alpha, output = attention_weights(attn, x, src.eq(0))
-    expected, _ = attn(x, key_padding_mask=src.eq(0))
+    with torch.no_grad():
+        alpha, output = attention_weights(attn, x, src.eq(0))
+        expected, _ = attn(x, key_padding_mask=src.eq(0))
+        torch.testing.assert_close(alpha, eq4_by_hand(attn, x, src.eq(0)), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-4)
     assert alpha[src.eq(0)[:, None, None, :].expand_as(alpha)].abs().max() == 0  # padding
 
