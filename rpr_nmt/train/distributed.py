@@ -2,7 +2,8 @@
 
 A single process without those variables runs with world_size 1 and never touches torch.distributed,
 so the same trainer serves a laptop, one GPU, `torchrun --nproc_per_node N` and torchrun's
-multi-node rendezvous.
+multi-node rendezvous. A job torchrun started joins a process group even with one process (nccl on
+one GPU is then the same code path as on eight), and so does any job of several processes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class DistributedContext:
         local_rank: rank on this machine (selects the GPU).
         device: the device this process trains on.
         owns_group: whether this context created the process group (and so destroys it).
+        grouped: whether this process is in a process group: gradients and the stop request
+            go through its collectives (also with one process, under torchrun).
     """
 
     rank: int = 0
@@ -44,6 +47,7 @@ class DistributedContext:
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
     owns_group: bool = False
+    grouped: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -52,8 +56,13 @@ class DistributedContext:
 
     @property
     def distributed(self) -> bool:
-        """True when gradients must be synchronised across processes."""
-        return self.world_size > 1
+        """True when gradients are synchronised through the process group."""
+        return self.grouped or self.world_size > 1
+
+    @property
+    def backend(self) -> str | None:
+        """The process group's backend ("nccl", "gloo"), None without a group."""
+        return str(dist.get_backend()) if self.distributed and dist.is_initialized() else None
 
     def barrier(self) -> None:
         """Wait for every process (no-op in a single process)."""
@@ -78,7 +87,9 @@ class DistributedContext:
 def init_distributed(device_name: str) -> DistributedContext:
     """Read torchrun's environment and join the process group (nccl on CUDA, gloo on CPU).
 
-    Without WORLD_SIZE (or with WORLD_SIZE=1) this is a single process and no group is created.
+    A group is joined when there are several processes or torchrun started this one (it sets
+    TORCHELASTIC_RUN_ID); otherwise, e.g. WORLD_SIZE=1 from a launcher's environment, this is a
+    single process and no group (nor its port) is created.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -89,7 +100,7 @@ def init_distributed(device_name: str) -> DistributedContext:
         raise SettingsError(f"train.device: {e}") from e
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if world_size == 1:
+    if world_size == 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
         return DistributedContext(device=device)
     owns = False
     if not dist.is_initialized():
@@ -99,5 +110,6 @@ def init_distributed(device_name: str) -> DistributedContext:
         )
         owns = True
     return DistributedContext(
-        rank=rank, world_size=world_size, local_rank=local_rank, device=device, owns_group=owns
-    )
+        rank=rank, world_size=world_size, local_rank=local_rank, device=device, owns_group=owns,
+        grouped=True,
+    )  # fmt: skip

@@ -396,6 +396,7 @@ class Trainer:
             "n_parameters": self.n_parameters,
             "device": str(self.ctx.device),
             "world_size": self.ctx.world_size,
+            "process_group": self.ctx.backend,
             "precision": self.cfg.precision,
             **extra,
         }

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from rpr_nmt.train import train_step
@@ -129,3 +130,31 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
         return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
 
     assert curve(stopped) == curve(tmp_path / "straight")
+
+
+def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
+    corpus, cache_dir, tmp_path
+):
+    """One rank under torchrun goes through the process group (gloo here, nccl on a GPU) and
+    DistributedDataParallel, and its updates are a plain run's; a plain run joins none."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    summaries = {}
+    for how, launcher in (
+        ("torchrun", [str(torchrun), "--nproc_per_node", "1", "--master_port", str(_free_port())]),
+        ("plain", [sys.executable]),
+    ):
+        args = tiny_overrides(corpus, cache_dir, tmp_path / how, "train.valid_bleu=false")
+        args += ["train.evaluate_at_end=false", "train.max_steps=3", "train.device=cpu"]
+        cmd = [*launcher, "-m", "rpr_nmt.cli.train", *args]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        summaries[how] = json.loads((tmp_path / how / "train_summary.json").read_text())
+    assert summaries["torchrun"]["process_group"] == "gloo"
+    assert summaries["plain"]["process_group"] is None
+    assert summaries["torchrun"]["world_size"] == summaries["plain"]["world_size"] == 1
+    assert summaries["torchrun"]["final_train_loss"] == pytest.approx(
+        summaries["plain"]["final_train_loss"], rel=1e-6
+    )
