@@ -1,14 +1,27 @@
-"""Shared fixtures: the real corpora's root, and deterministic, single-threaded torch."""
+"""Shared fixtures: the real corpora's root, and deterministic, single-threaded torch; loading a
+script of scripts/ as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/<name>.py imported as the module <name> (scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module
 
 
 def _shared_data_root() -> Path | None:

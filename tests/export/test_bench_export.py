@@ -3,9 +3,7 @@ end-to-end run (its timings are not checked)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,20 +13,10 @@ from rpr_nmt.config import DataConfig, TrainJobConfig
 from rpr_nmt.decode import Hypothesis
 from rpr_nmt.model import build_model
 
+from ..conftest import load_script
 from .conftest import tiny_config
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_export.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("bench_export", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_script()
+bench = load_script("bench_export")
 
 
 def nbest(*tokens: int) -> list[Hypothesis]:

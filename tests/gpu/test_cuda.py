@@ -13,13 +13,15 @@ import pytest
 import torch
 
 from rpr_nmt.config import ModelConfig
-from rpr_nmt.data import Batch
 from rpr_nmt.decode import UncachedModel, beam_search
 from rpr_nmt.model import build_model, relative_attention
 from rpr_nmt.model.attention_kernels import FEW_QUERIES
 from rpr_nmt.train import train_step
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.step import autocast_factory
+
+from ..decode.test_cached import random_src
+from ..train.helpers import BOS, EOS, PAD, VOCAB, random_batch
 
 pytestmark = [
     pytest.mark.gpu,
@@ -29,7 +31,6 @@ pytestmark = [
 ]
 
 CUDA = torch.device("cuda")
-PAD, BOS, EOS, VOCAB = 0, 2, 3, 40
 B, H, DH = 3, 4, 8
 MODEL = ModelConfig(
     d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0,
@@ -89,16 +90,6 @@ def test_fused_kernel_without_positions_matches_the_explicit_path_with_padding(d
     torch.testing.assert_close(fused.float(), explicit, **tolerance)
 
 
-def random_src(n: int = 6, seed: int = 1) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(2, 12, (n,), generator=g)
-    src = torch.full((n, int(lengths.max())), PAD)
-    for i, length in enumerate(lengths.tolist()):
-        src[i, : length - 1] = torch.randint(4, VOCAB, (length - 1,), generator=g)
-        src[i, length - 1] = EOS
-    return src
-
-
 @pytest.mark.parametrize("shared", [False, True], ids=["per_head", "shared"])
 def test_cached_beam_search_on_cuda_equals_recomputing_and_the_cpu(shared):
     torch.manual_seed(0)
@@ -111,7 +102,7 @@ def test_cached_beam_search_on_cuda_equals_recomputing_and_the_cpu(shared):
     def tokens(out):
         return [[h.tokens for h in nbest] for nbest in out]
 
-    src = random_src()
+    src = random_src(6)
     cpu = beam_search(model, src, **kw)
     model = model.to(CUDA)
     cached = beam_search(model, src.to(CUDA), **kw)
@@ -121,25 +112,6 @@ def test_cached_beam_search_on_cuda_equals_recomputing_and_the_cpu(shared):
         torch.testing.assert_close([h.score for h in a], [h.score for h in b], atol=1e-4, rtol=0)
 
 
-def random_batch(seed: int, n: int = 8, max_len: int = 10) -> Batch:
-    """A padded batch of n random pairs on the CPU."""
-    g = torch.Generator().manual_seed(seed)
-    src_len, tgt_len = (torch.randint(1, max_len + 1, (n,), generator=g) for _ in range(2))
-    src = torch.full((n, int(src_len.max()) + 1), PAD)
-    tgt_in = torch.full((n, int(tgt_len.max()) + 1), PAD)
-    tgt_out = tgt_in.clone()
-    for i in range(n):
-        s = torch.randint(4, VOCAB, (int(src_len[i]),), generator=g)
-        t = torch.randint(4, VOCAB, (int(tgt_len[i]),), generator=g)
-        src[i, : len(s)], src[i, len(s)] = s, EOS
-        tgt_in[i, 0], tgt_in[i, 1 : len(t) + 1] = BOS, t
-        tgt_out[i, : len(t)], tgt_out[i, len(t)] = t, EOS
-    return Batch(
-        src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_src_tokens=int(src_len.sum()) + n,
-        n_tgt_tokens=int(tgt_len.sum()) + n, ids=torch.arange(n),
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_update_steps_on_cuda_learn_a_fixed_batch(precision):
     """Twenty updates on one batch: finite, applied, and the loss falls; fp16 through a scaler."""
@@ -147,7 +119,7 @@ def test_update_steps_on_cuda_learn_a_fixed_batch(precision):
     model = build_model(MODEL, vocab_size=VOCAB, pad_id=PAD).to(CUDA)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    batch = random_batch(0).to(CUDA)
+    batch = random_batch(0, n=8, max_len=10).to(CUDA)
     settings = dict(
         ctx=DistributedContext(device=CUDA), autocast=autocast_factory(precision, CUDA),
         scaler=scaler, pad_id=PAD, label_smoothing=0.1, clip_norm=1.0,
@@ -168,7 +140,7 @@ def test_fp32_update_on_cuda_equals_the_cpu():
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         ctx = DistributedContext(device=torch.device(device))
         result = train_step(
-            model, optimizer, [random_batch(1).to(device)], ctx=ctx,
+            model, optimizer, [random_batch(1, n=8, max_len=10).to(device)], ctx=ctx,
             autocast=contextlib.nullcontext, scaler=None, pad_id=PAD, label_smoothing=0.1,
             clip_norm=1.0,
         )  # fmt: skip

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from rpr_nmt.train import train
 
+from ..conftest import load_script
 from .conftest import compose_config
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bleu_curve.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("bleu_curve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
-
-
-curve = _load_script()
+curve = load_script("bleu_curve")
 
 
 def test_each_kept_checkpoint_is_one_point_scored_like_evaluate(corpus, cache_dir, tmp_path):
