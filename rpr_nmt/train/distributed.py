@@ -57,7 +57,7 @@ class DistributedContext:
     @property
     def distributed(self) -> bool:
         """True when gradients are synchronised through the process group."""
-        return self.grouped or self.world_size > 1
+        return self.grouped
 
     @property
     def backend(self) -> str | None:
