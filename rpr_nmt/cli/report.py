@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples
             )
             if args.by_length:
-                text += "\n" + write_length_report(sweep_dir, args.bounds, args.splits)
+                text += "\n" + write_length_report(
+                    sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples
+                )
             print(text)
             print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
     except (FileNotFoundError, DataError, CheckpointError, ValueError) as e:

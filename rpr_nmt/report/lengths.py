@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rpr_nmt.report.claims import claims_section, is_reference, unseen_length_verdict
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
+from rpr_nmt.report.significance import TESTS, Comparison, SeedOutput, compare_seedwise
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
-from rpr_nmt.report.sweep import group_runs
+from rpr_nmt.report.sweep import Row, group_runs, reference_row
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
@@ -154,18 +156,64 @@ def plot_by_length(
     plt.close(fig)
 
 
+def compare_unseen_lengths(
+    rows: Sequence[Row],
+    baseline: Row,
+    cap: int,
+    *,
+    test: str = "bs",
+    n_samples: int = 0,
+    text: CorpusText | None = None,
+) -> tuple[dict[str, Comparison], int]:
+    """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
+    sentences whose source is longer than `cap` BPE tokens (lengths no training pair had).
+
+    Returns:
+        The comparisons by setting, and the number of such sentences (in the baseline's first run).
+    """
+    text = text or CorpusText()
+
+    def outputs(row: Row) -> list[SeedOutput]:
+        found = []
+        for run in row.runs:
+            refs = text.references(run, run.test_split)
+            hyps = read_hypotheses(run, run.test_split, len(refs))
+            unseen = [i for i, n in enumerate(source_lengths(run, run.test_split, text)) if n > cap]
+            lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+            found.append((run.seed, [hyps[i] for i in unseen], [refs[i] for i in unseen], lang))
+        return found
+
+    base = outputs(baseline)
+    others = {row.setting: outputs(row) for row in rows if row is not baseline}
+    compared = compare_seedwise(base, others, test=test, n_samples=n_samples)
+    return compared, len(base[0][2]) if base else 0
+
+
 def write_length_report(
     sweep_dir: str | Path,
     bounds: Sequence[int] | None = None,
     splits: Sequence[str] | None = None,
+    *,
+    test: str | None = "bs",
+    n_samples: int = 0,
 ) -> str:
     """Write length_report.md and bleu_by_length.png into `sweep_dir`; return the markdown.
 
-    Args: as length_table; bounds None = DEFAULT_BOUNDS.
+    With a training cap on source length (data.max_train_source_tokens) and a significance
+    `test`, the report also judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
+
+    Args: as length_table; bounds None = DEFAULT_BOUNDS; test and n_samples as write_report.
     """
     text, results = length_table(sweep_dir, bounds or DEFAULT_BOUNDS, splits)
     cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
     plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
     text += "\n![test BLEU by source length](bleu_by_length.png)\n"
+    rows = group_runs(find_runs(sweep_dir))
+    reference = reference_row(rows)
+    if cap is not None and test and is_reference(reference.model):
+        compared, n = compare_unseen_lengths(rows, reference, cap, test=test, n_samples=n_samples)
+        verdict = unseen_length_verdict(rows, reference, compared, cap, n)
+        if verdict is not None:
+            text += claims_section([verdict], TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
     return text

@@ -108,12 +108,14 @@ class Comparison:
         seeds: the train.seed values tested (paired with the baseline's run of the same seed).
         p_values: per metric ("BLEU", "chrF"), one p-value per seed in `seeds`.
         deltas: per metric, setting minus baseline corpus score per seed.
+        scores: per metric, the setting's corpus score per seed (on the sentences tested).
         note: why no test was made (no hypotheses, another test set, no seed in common).
     """
 
     seeds: list[int | None] = field(default_factory=list)
     p_values: dict[str, list[float]] = field(default_factory=dict)
     deltas: dict[str, list[float]] = field(default_factory=dict)
+    scores: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
 
     def median_p(self, metric: str) -> float | None:
@@ -181,6 +183,7 @@ def compare_seedwise(
             for metric in METRICS:
                 result.p_values.setdefault(metric, []).append(p[metric].p_value)
                 result.deltas.setdefault(metric, []).append(p[metric].delta)
+                result.scores.setdefault(metric, []).append(p[metric].score)
         if not result.seeds and not result.note:
             result.note = "no seed in common with the baseline"
         compared[name] = result

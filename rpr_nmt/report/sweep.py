@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.report.claims import claims_section, is_reference, judge_claims, positions
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
 from rpr_nmt.report.runs import (
     SEED_KEY,
@@ -38,13 +39,6 @@ COLUMNS = (
     ("steps", "steps", 0),
 )
 SUMMARY_KEYS = {"BLEU": "test_bleu", "chrF": "test_chrf"}  # a tested metric's summary entry
-# The paper's reference model: the natural baseline of every comparison.
-REFERENCE_MODEL = {
-    "max_relative_position": 16,
-    "relative_keys": True,
-    "relative_values": True,
-    "sinusoidal": False,
-}
 
 
 @dataclass
@@ -105,7 +99,7 @@ def reference_row(rows: Sequence[Row], setting: str | None = None) -> Row:
         names = ", ".join(repr(r.setting) for r in rows)
         raise ValueError(f"baseline {setting!r} is not a setting of this sweep; settings: {names}")
     for row in rows:
-        if all(row.model.get(key, False) == value for key, value in REFERENCE_MODEL.items()):
+        if is_reference(row.model):
             return row
     return rows[0]
 
@@ -120,22 +114,12 @@ def _cell(values: list[float], decimals: int) -> str:
     return f"{mean:.{decimals}f} ± {spread:.{decimals}f}"
 
 
-def _positions(model: dict[str, Any]) -> str:
-    """The position representation of a model in the paper's terms."""
-    k = model.get("max_relative_position", 0)
-    terms = [t for t, on in (("a^K", "relative_keys"), ("a^V", "relative_values")) if model.get(on)]
-    parts = [f"k={k} " + "+".join(terms)] if k > 0 and terms else []
-    if model.get("sinusoidal"):
-        parts.append("sinusoid")
-    return ", ".join(parts) or "none"
-
-
 def markdown_table(rows: Sequence[Row]) -> str:
     """A markdown table, one row per setting: positions, seeds, then each metric as mean ± std."""
     head = ["setting", "positions", "seeds"] + [h for _, h, _ in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [row.setting, _positions(row.model), str(len(row.runs))]
+        cells = [row.setting, positions(row.model), str(len(row.runs))]
         cells += [_cell(row.values(key), decimals) for key, _, decimals in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -208,10 +192,13 @@ def statistics_table(
 
 
 def _statistics_section(
-    rows: Sequence[Row], baseline: Row, test: str | None, n_samples: int
+    rows: Sequence[Row],
+    baseline: Row,
+    compared: dict[str, Comparison],
+    test: str | None,
+    n_samples: int,
 ) -> str:
     """The '## Test scores over seeds' section of report.md."""
-    compared = compare_rows(rows, baseline, test=test, n_samples=n_samples) if test else {}
     text = f"\n## Test scores over seeds\n\n{STATS_LEGEND}.\n"
     if test:
         samples = n_samples or {"bs": 1000, "ar": 10000}[test]
@@ -265,7 +252,15 @@ def write_report(
         text += f"\n![test BLEU against k]({plot_path.name})\n"
     else:
         plot_path = None
-    text += _statistics_section(rows, base, significance, n_samples)
+    compared = {}
+    if significance:
+        compared = compare_rows(rows, base, test=significance, n_samples=n_samples)
+    text += _statistics_section(rows, base, compared, significance, n_samples)
+    if significance:  # the claims are judged against the paper's model, whatever the baseline
+        reference = reference_row(rows)
+        if reference is not base:
+            compared = compare_rows(rows, reference, test=significance, n_samples=n_samples)
+        text += claims_section(judge_claims(rows, reference, compared), TESTS[significance])
     if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):
         text += "\n![test BLEU per setting, one point per seed](test_bleu_by_setting.png)\n"
     (sweep_dir / "report.md").write_text(text)

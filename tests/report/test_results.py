@@ -128,6 +128,9 @@ def test_tables_regenerate_from_the_results_alone(published, tmp_path):
     # 40 and 42: sd 1.41, t(0.975, 1) = 12.71, half-width 12.71 * 1.41 / sqrt(2) = 12.7
     assert "41.0 ± 1.4 [28.3, 53.7]" in k16
     assert (results / "test_bleu_by_setting.png").read_bytes()[:4] == b"\x89PNG"
+    claims = report.split("## The paper's claims")[1]
+    assert "- **without any position information the model collapses" in claims
+    assert ": holds. against k=16 a^K+a^V 41.0 ± 1.4 [28.3, 53.7]: none: 20.0" in claims
 
     lengths = (results / "length_report.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in lengths.splitlines() if "| model" in line}
