@@ -6,7 +6,9 @@
 
 The run directory is Hydra's output directory (named after the overrides, so rerunning a command
 resumes it). Bad data, an incompatible checkpoint or impossible settings print one line on stderr
-and exit with status 2; a diverged run exits with status 3.
+and exit with status 2; a diverged run exits with status 3. SIGINT (Ctrl-C) or SIGTERM makes the run
+finish its update and save, then ends the whole command, a sweep's later jobs too, with status 130:
+the same command resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def main(cfg: DictConfig) -> None:
         logging.getLogger().setLevel(logging.WARNING)
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        train(to_job_config(cfg), run_dir)
+        summary = train(to_job_config(cfg), run_dir)
     except (DataError, CheckpointError, SettingsError) as e:
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -49,6 +51,10 @@ def main(cfg: DictConfig) -> None:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    if summary.get("stopped_by") == "signal":
+        # Hydra's launcher would start the sweep's next job: a stop request ends the command.
+        print(f"rpr-nmt-train: stopped and saved in {run_dir}; rerun to resume", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

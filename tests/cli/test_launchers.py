@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,38 @@ def run_sweep(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess,
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     return done, sweep
+
+
+def test_a_stop_signal_saves_the_run_and_ends_the_sweep(tmp_path):
+    # Hydra's basic launcher runs the jobs one after another in one process: after SIGTERM the
+    # running job saves, and the next one must not start (the same command resumes the sweep).
+    corpus = make_corpus(tmp_path / "corpus", n_train=100)
+    overrides = tiny_overrides(corpus, tmp_path / "cache", tmp_path / "unused")
+    sweep = tmp_path / "sweep"
+    args = [o for o in overrides if not o.startswith("hydra.run.dir")] + [
+        "train.max_steps=100000", "train.save_every=1", "train.seed=1,2",
+        f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${train.seed}",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "rpr_nmt.cli.train", "-m", *args],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = sweep / "seed_1" / "checkpoints" / "last.pt"
+        for _ in range(600):  # training has started once its first checkpoint is there
+            if first.exists() or job.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert first.exists(), "the first job saved no checkpoint"
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    assert job.returncode == 130, stderr[-2000:]
+    assert "rerun to resume" in stderr
+    assert summaries(sweep)["seed_1"]["stopped_by"] == "signal"
+    assert not (sweep / "seed_2").exists()
 
 
 def summaries(sweep: Path) -> dict[str, dict]:
