@@ -1,0 +1,26 @@
+"""The published sweeps under results/: every committed report.md (and length_report.md) is what
+`rpr-nmt-report results/<sweep>` rebuilds from the committed run files and the corpus alone."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rpr_nmt.report import write_length_report, write_report
+from tests.conftest import REPO
+
+PUBLISHED = sorted(p.parent for p in (REPO / "results").glob("*/report.md"))
+
+
+@pytest.mark.parametrize("sweep", PUBLISHED, ids=[p.name for p in PUBLISHED])
+def test_the_committed_report_is_rebuilt(sweep, shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
+    monkeypatch.delenv("SACREBLEU_SEED", raising=False)  # sacrebleu's default seed, as published
+    copy = tmp_path / sweep.name
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("*.md", "*.png"))
+    text, _ = write_report(copy)
+    assert text == (sweep / "report.md").read_text(), f"rerun: rpr-nmt-report {sweep}"
+    if (sweep / "length_report.md").is_file():
+        lengths = write_length_report(copy)
+        assert lengths == (sweep / "length_report.md").read_text()
