@@ -11,7 +11,7 @@ export RPR_NMT_DATA
 export MALLOC_MMAP_MAX_ ?= 0
 export MALLOC_TRIM_THRESHOLD_ ?= 100000000000
 
-.PHONY: help setup test lint demo clean
+.PHONY: help setup test lint demo results clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -39,6 +39,13 @@ demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 
 	    train.evaluate_at_end=false hydra.run.dir=$(DEMO_DIR)
 	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/last.pt \
 	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
+
+results: setup  ## rebuild every published sweep's report.md and plots from results/ and the corpora
+	@for d in results/*/; do \
+	    [ -f $$d/report.md ] || continue; \
+	    opts=; if [ -f $$d/length_report.md ]; then opts=--by-length; fi; \
+	    $(BIN)/rpr-nmt-report $$opts $${d%/} > /dev/null || exit 1; echo "rebuilt $${d%/}/report.md"; \
+	done
 
 clean:  ## remove the virtualenv and caches (runs/ is kept)
 	rm -rf $(VENV) data/cache .pytest_cache .ruff_cache
