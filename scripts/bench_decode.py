@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_decode.py                        # random transformer_small
     .venv/bin/python scripts/bench_decode.py --checkpoint runs/.../checkpoints/best.pt
+    python scripts/bench_decode.py --device cuda --model transformer_base --batch 256 --streams 1
 
 With --checkpoint the trained model decodes freely and the table adds BLEU, so fp32 and bf16 can be
 compared on quality too. Without one, a random transformer_small (8k BPE vocabulary from the data
@@ -35,6 +36,7 @@ from rpr_nmt.decode.translate import (
     length_sorted_batches,
     pad_batch,
 )
+from rpr_nmt.model import resolve_device
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,7 +84,7 @@ def yaml_config(schema: type, path: Path) -> Any:
 
 
 def random_setup(args: argparse.Namespace) -> tuple[Any, Any, list[list[int]], list[int]]:
-    """Random transformer_small, the cached BPE, encoded test sources and reference lengths."""
+    """Random model (--model), the cached BPE, encoded test sources and reference lengths."""
     from rpr_nmt.data import prepare_data
     from rpr_nmt.model import build_model
 
@@ -91,7 +93,7 @@ def random_setup(args: argparse.Namespace) -> tuple[Any, Any, list[list[int]], l
     data = prepare_data(data_cfg, splits=[args.split], log=lambda _: None)
     corpus = data.splits[args.split]
     torch.manual_seed(0)
-    model_cfg = yaml_config(ModelConfig, REPO / "configs" / "model" / "transformer_small.yaml")
+    model_cfg = yaml_config(ModelConfig, REPO / "configs" / "model" / f"{args.model}.yaml")
     model = build_model(model_cfg, vocab_size=data.tokenizer.vocab_size, pad_id=0).eval()
     eos = data.tokenizer.eos_id
     sources = [list(map(int, s)) + [eos] for s in corpus.src][: args.sentences]
@@ -104,7 +106,7 @@ def run(model: Any, sources: list[list[int]], lengths: list[int] | None, args):
     out: list[Any] = [None] * len(sources)
 
     def decode(batch: list[int]) -> list[Any]:
-        src = pad_batch([sources[i] for i in batch], 0, torch.device("cpu"))
+        src = pad_batch([sources[i] for i in batch], 0, args.device)
         decoder = model
         if lengths is not None:  # one wrapper per batch: streams decode batches concurrently
             decoder = ForcedLengths(model, 3, torch.tensor([lengths[i] for i in batch]))
@@ -126,6 +128,8 @@ def main() -> None:
     default_root = os.environ.get("RPR_NMT_DATA", str(REPO.parent / "shared" / "data"))
     parser.add_argument("--data-root", type=Path, default=Path(default_root))
     parser.add_argument("--checkpoint", type=Path, default=None, help="trained model to decode")
+    parser.add_argument("--model", default="transformer_small", help="random model's config")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--uncached-sentences", type=int, default=256, help="0 = skip uncached")
@@ -139,18 +143,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="best of N timings")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    args.device = resolve_device(args.device)
 
     refs: list[str] | None = None
     if args.checkpoint is not None:
         from rpr_nmt.checkpoint import load_for_inference
         from rpr_nmt.data import read_parallel_text
 
-        model, tokenizer, config = load_for_inference([args.checkpoint], "cpu")
+        model, tokenizer, config = load_for_inference([args.checkpoint], args.device)
         src_text, refs = read_parallel_text(config.data, args.split)
         sources = [tokenizer.encode(s) + [tokenizer.eos_id] for s in src_text][: args.sentences]
         refs, lengths = refs[: args.sentences], None
     else:
         model, tokenizer, sources, lengths = random_setup(args)
+        model = model.to(args.device)
 
     rows = []
     modes = [("cached", "fp32"), ("cached", "bf16"), ("uncached", "fp32")]
@@ -174,9 +180,10 @@ def main() -> None:
             bleu = f"{score_corpus(texts, refs[:n], 'de').bleu:.2f}"
         rows.append((kind, precision, n, seconds, n / seconds, out_len, bleu))
 
-    what = f"checkpoint {args.checkpoint}" if args.checkpoint else "random transformer_small"
+    what = f"checkpoint {args.checkpoint}" if args.checkpoint else f"random {args.model}"
     what += "" if args.checkpoint else ", outputs forced to the reference lengths"
-    print(f"\n{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+    where = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else "CPU"
+    print(f"\n{platform.machine()}, {os.cpu_count()} CPUs, {where}, torch {torch.__version__}, "
           f"{args.threads} threads; beam {args.beam}, alpha {args.alpha}, "
           f"batch {args.batch}, {args.streams} streams; {what}\n")  # fmt: skip
     print("| decoder | precision | sentences | seconds | sentences/s | mean output tokens | BLEU |")
