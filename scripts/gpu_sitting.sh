@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
+#
+#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]      stages: env tests speed onmt sweep
+#
+# The machine starts bare: the packages it lacks travel as wheels in .whl/ and the corpus as a copy in
+# .device/data/multi30k (both git-ignored, named in the call's `carry`). Results go to $OUT (the
+# device's return folder; RESULTS=DIR elsewhere), packed as sitting.tar.gz so that one file returns.
+#
+#   env     versions, GPU, packages: env.txt
+#   tests   pytest -m gpu: gpu_tests.log
+#   speed   training tokens/s relative vs absolute (transformer_base, bf16 and fp16, ~25k-token batches), the
+#           attention core up to n = 4096, beam-4 decoding: speed_*.md
+#   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
+#   sweep   the k sweep on the GPU, transformer_small with the demo's recipe: SEEDS (default 1,2,3)
+#           x K (default 0,1,2,4,16,64), STEPS updates (default 6000, validation BLEU every
+#           VALID_EVERY = 1000), JOBS runs at once on the one GPU (default 9); the finished runs
+#           collected into sweep/ with their metrics.jsonl (no checkpoints)
+#
+# On a machine without CUDA, DEVICE=cpu with small STEPS / ROUNDS / MAX_N / SENTENCES runs the same
+# commands (a smoke run); EXTRA adds overrides to the sweep's runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${RESULTS:-${OUT:?set OUT or RESULTS to the folder that receives the results}}
+mkdir -p "$RESULTS"
+DEVICE=${DEVICE:-cuda}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1 RPR_NMT_DATA=${RPR_NMT_DATA:-$PWD/.device/data}
+export RPR_NMT_RUNS=${RPR_NMT_RUNS:-/tmp/rpr_runs}
+
+if [ -d .whl ] && ! "$PY" -c "import hydra" 2>/dev/null; then  # the wheels the machine lacks
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-$PWD}
+
+stage_env() {
+  { date -u +%FT%TZ; uname -a; nvidia-smi 2>&1 | head -15
+    "$PY" -c "import sys, torch; print(sys.version); print('torch', torch.__version__, 'cuda',
+torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
+    "$PY" -m pip list 2>/dev/null |
+      grep -i -E "^(torch|hydra|omegaconf|sacrebleu|sentencepiece|triton|numpy) "
+    git log -1 --format='commit %H %cI' 2>/dev/null || true
+  } > "$RESULTS/env.txt" 2>&1
+  cat "$RESULTS/env.txt"
+}
+
+stage_tests() {
+  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs tests 2>&1 | tee "$RESULTS/gpu_tests.log" | tail -30
+}
+
+stage_speed() {
+  local rounds=${ROUNDS:-5}
+  "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
+    --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} --rounds "$rounds" \
+    --steps "${BENCH_STEPS:-10}" \
+    2>&1 | tee "$RESULTS/speed_train.md" | tail -12
+  "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
+    --rounds "$rounds" 2>&1 | tee "$RESULTS/speed_attention.md" | tail -30
+  "$PY" scripts/bench_decode.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
+    --batch "${DECODE_BATCH:-256}" --streams 1 --repeats 2 --sentences "${SENTENCES:-1000}" \
+    --uncached-sentences "${UNCACHED:-256}" \
+    2>&1 | tee "$RESULTS/speed_decode.md" | tail -10
+}
+
+stage_onmt() {
+  # OpenNMT-py 3.5.1 on the same model and batch as `speed` (transformer_base, ~25k tokens, k = 16
+  # or sinusoid): its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
+  # virtualenv-shaped folder of wrappers over its wheels (.whl_onmt: OpenNMT-py --no-deps and the
+  # runtime packages it imports that the machine lacks). OpenNMT-py 3.5 trains in fp32 or fp16 only.
+  local venv=${ONMT_VENV:-/tmp/onmt_venv} peers=${PEERS_DIR:-.device/peers/opennmt}
+  if [ ! -x "$venv/bin/onmt_train" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/onmt_site .whl_onmt/*.whl || return 1
+    mkdir -p "$venv/bin"
+    for tool in train translate; do
+      printf '#!/bin/sh\nPYTHONPATH=/tmp/onmt_site exec %s -m onmt.bin.%s "$@"\n' "$PY" "$tool" \
+        > "$venv/bin/onmt_$tool"
+    done
+    printf '#!/bin/sh\nPYTHONPATH=/tmp/onmt_site exec %s "$@"\n' "$PY" > "$venv/bin/python"
+    chmod +x "$venv"/bin/*
+  fi
+  export WORK=/tmp/peers/onmt VENV=$venv
+  [ -f "$WORK/data/spm/vocab.shared" ] ||
+    SRC_DIR=$RPR_NMT_DATA/multi30k PY=$venv/bin/python bash "$peers/prepare.sh" \
+      > "$RESULTS/onmt_prepare.log" 2>&1
+  local size="-enc_layers 6 -dec_layers 6 -hidden_size 512 -word_vec_size 512 -transformer_ff 2048 -heads 8"
+  local gpu="-world_size 1 -gpu_ranks 0 -model_dtype fp16"
+  [ "$DEVICE" = cuda ] || gpu=""
+  EXTRA="${ONMT_SIZE:-$size} -batch_size ${MAX_TOKENS:-25000} $gpu -warmup_steps 100" REPORT_EVERY=10 \
+    TAG=gpu bash "$peers/train_bench.sh" both "${ONMT_STEPS:-100}" 2>&1 |
+    tee "$RESULTS/onmt_train.md" | tail -12
+}
+
+stage_sweep() {
+  local sweep=$RPR_NMT_RUNS/sweeps/ablate_k_multi30k_en_de
+  "$PY" -m rpr_nmt.cli.train -m experiment=ablate_k "model.max_relative_position=${K:-0,1,2,4,16,64}" \
+    "train.seed=${SEEDS:-1,2,3}" train=cpu_short train.device="$DEVICE" train.max_time_minutes=null \
+    train.max_steps="${STEPS:-6000}" train.valid_every="${VALID_EVERY:-1000}" \
+    train.save_every="${VALID_EVERY:-1000}" hydra/launcher=joblib_cpu \
+    hydra.launcher.n_jobs="${JOBS:-9}" ${EXTRA:-} > "$RESULTS/sweep.log" 2>&1
+  echo "sweep exit status $?" | tee -a "$RESULTS/sweep.log"
+  "$PY" -m rpr_nmt.cli.report --collect "$sweep" --into "$RESULTS/sweep/ablate_k_multi30k_en_de_gpu" \
+    2>&1 | tail -3
+  local collected=$RESULTS/sweep/ablate_k_multi30k_en_de_gpu run
+  for run in "$sweep"/*/; do  # each run's validation curve, for where BLEU stops rising
+    run=$(basename "$run")
+    if [ -f "$sweep/$run/metrics.jsonl" ] && [ -d "$collected/$run" ]; then
+      cp "$sweep/$run/metrics.jsonl" "$collected/$run/metrics.jsonl"
+    fi
+  done
+}
+
+for stage in "$@"; do
+  case $stage in
+    env|tests|speed|onmt|sweep) echo "== $stage $(date -u +%T)"; "stage_$stage" ;;
+    *) echo "unknown stage $stage: env tests speed onmt sweep" >&2; exit 2 ;;
+  esac
+done
+tar -czf "$RESULTS/sitting.tar.gz" -C "$RESULTS" --exclude sitting.tar.gz . && ls -la "$RESULTS"
