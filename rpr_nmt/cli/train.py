@@ -7,8 +7,8 @@
 The run directory is Hydra's output directory (named after the overrides, so rerunning a command
 resumes it). Bad data, an incompatible checkpoint or impossible settings print one line on stderr
 and exit with status 2; a diverged run exits with status 3. SIGINT (Ctrl-C) or SIGTERM makes the run
-finish its update and save, then ends the whole command, a sweep's later jobs too, with status 130:
-the same command resumes where it stopped.
+finish its update and save, then ends the command with status 130; in a sweep, every running run
+saves and the queued ones do not start (rpr_nmt.cli.sweep_stop). The same command resumes.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import sys
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, stop_file
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -37,9 +39,15 @@ def main(cfg: DictConfig) -> None:
 
     if int(os.environ.get("RANK", "0")) > 0:  # rank 0 alone writes the log
         logging.getLogger().setLevel(logging.WARNING)
-    run_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    run_dir = hydra_cfg.runtime.output_dir
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    stop = stop_file(hydra_cfg.sweep.dir) if in_sweep else None
+    if stop is not None and stop.exists():
+        log.warning("the sweep is stopping: %s does not start (rerun to resume)", run_dir)
+        return
     try:
-        summary = train(to_job_config(cfg), run_dir)
+        summary = train(to_job_config(cfg), run_dir, stop_file=stop)
     except (DataError, CheckpointError, SettingsError) as e:
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -51,10 +59,9 @@ def main(cfg: DictConfig) -> None:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    if summary.get("stopped_by") == "signal":
-        # Hydra's launcher would start the sweep's next job: a stop request ends the command.
+    if summary.get("stopped_by") == "signal" and not in_sweep:  # a sweep ends in sweep_stop
         print(f"rpr-nmt-train: stopped and saved in {run_dir}; rerun to resume", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(STOPPED_STATUS)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 A second signal of the same kind restores the default behaviour (a second Ctrl-C interrupts at
 once). The previous handlers come back when the context exits: multirun jobs share one process.
+A stop file shares the request between the jobs of a sweep (rpr_nmt.cli.sweep_stop): its existence
+asks to stop as a signal does, and a signal received here creates it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
@@ -28,11 +31,17 @@ class StopRequest(Protocol):
 
 
 class StopSignals:
-    """Context manager whose `requested` flag turns True on SIGINT or SIGTERM."""
+    """Context manager whose `requested` turns True on SIGINT or SIGTERM, or once `stop_file`
+    exists (checked at each read: one stat per update)."""
 
-    def __init__(self) -> None:
-        self.requested = False
+    def __init__(self, stop_file: Path | None = None) -> None:
+        self.signalled = False
+        self.stop_file = stop_file
         self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signalled or (self.stop_file is not None and self.stop_file.exists())
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # handlers only work there
@@ -42,12 +51,14 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if self.requested:  # second signal: give the default behaviour back
+        if self.signalled:  # second signal: give the default behaviour back
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
             signal.raise_signal(signum)
             return
-        self.requested = True
+        self.signalled = True
         log.warning("%s received: finishing this update, saving a checkpoint, then stopping", name)
+        if self.stop_file is not None:
+            self.stop_file.touch()
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():

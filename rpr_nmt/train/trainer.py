@@ -60,15 +60,20 @@ from rpr_nmt.train.validation import (
 log = logging.getLogger("rpr_nmt.train")
 
 
-def train(config: TrainJobConfig, run_dir: str | Path) -> dict[str, Any]:
+def train(
+    config: TrainJobConfig, run_dir: str | Path, *, stop_file: Path | None = None
+) -> dict[str, Any]:
     """Train (or resume) the run in `run_dir`; returns what train_summary.json holds.
+
+    `stop_file`: a path whose appearance asks the run to stop as SIGTERM does (a sweep's shared
+    stop request, rpr_nmt.cli.sweep_stop); None = signals alone.
 
     Raises:
         DataError, CheckpointError: bad data or an incompatible checkpoint.
         DivergenceError: train.max_bad_steps non-finite updates in a row (a checkpoint is saved).
         SettingsError: an impossible setting, e.g. fp16 on CPU.
     """
-    return Trainer(config, run_dir).run()
+    return Trainer(config, run_dir, stop_file=stop_file).run()
 
 
 class Trainer:
@@ -79,6 +84,7 @@ class Trainer:
         run_dir: the run directory; checkpoints/last.pt there is resumed from.
         clock: wall time in seconds, for train.max_time_minutes and speed (tests pass their own).
         stop: a stop request to obey instead of SIGINT / SIGTERM (tests pass their own).
+        stop_file: with the signals, a file whose existence asks to stop (see train).
     """
 
     def __init__(
@@ -88,12 +94,13 @@ class Trainer:
         *,
         clock: Clock = time.perf_counter,
         stop: StopRequest | None = None,
+        stop_file: Path | None = None,
     ) -> None:
         self.config = deepcopy(config)
         self.cfg = self.config.train
         self.run_dir = Path(run_dir)
         self.checkpoint_dir = self.run_dir / "checkpoints"
-        self.clock, self.stop_request = clock, stop
+        self.clock, self.stop_request, self.stop_file = clock, stop, stop_file
         self.step = 0
         self.best = BestSoFar()
         self.best_pending = False  # a new best awaits the next checkpoint
@@ -108,7 +115,7 @@ class Trainer:
         self.ctx: DistributedContext = init_distributed(self.cfg.device)
         self.monitor: Monitor | None = None
         stop = self.stop_request
-        stop = StopSignals() if stop is None else contextlib.nullcontext(stop)
+        stop = StopSignals(self.stop_file) if stop is None else contextlib.nullcontext(stop)
         try:
             with stop as self.signals, logging_redirect_tqdm():
                 self._setup()

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -124,36 +125,75 @@ def run_sweep(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess,
     return done, sweep
 
 
-def test_a_stop_signal_saves_the_run_and_ends_the_sweep(tmp_path):
-    # Hydra's basic launcher runs the jobs one after another in one process: after SIGTERM the
-    # running job saves, and the next one must not start (the same command resumes the sweep).
+def start_sweep(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """rpr-nmt-train -m of three endless tiny runs (seeds 1, 2, 3), a checkpoint every update, in
+    a process group of its own (as a terminal runs a command)."""
     corpus = make_corpus(tmp_path / "corpus", n_train=100)
     overrides = tiny_overrides(corpus, tmp_path / "cache", tmp_path / "unused")
     sweep = tmp_path / "sweep"
     args = [o for o in overrides if not o.startswith("hydra.run.dir")] + [
-        "train.max_steps=100000", "train.save_every=1", "train.seed=1,2",
-        f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${train.seed}",
+        "train.max_steps=100000", "train.save_every=1", "train.seed=1,2,3",
+        f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${train.seed}", *extra,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     job = subprocess.Popen(
-        [sys.executable, "-m", "rpr_nmt.cli.train", "-m", *args],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "rpr_nmt.cli.train", "-m", *args], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
+    return job, sweep
+
+
+def wait_for_checkpoints(job: subprocess.Popen, sweep: Path, seeds: list[int]) -> None:
+    """Until each seed's run has saved a checkpoint (training under way, handlers installed)."""
+    paths = [sweep / f"seed_{seed}" / "checkpoints" / "last.pt" for seed in seeds]
+    for _ in range(900):
+        if all(p.exists() for p in paths) or job.poll() is not None:
+            break
+        time.sleep(0.2)
+    assert all(p.exists() for p in paths), "the runs saved no checkpoint"
+
+
+def stopped(job: subprocess.Popen) -> str:
     try:
-        first = sweep / "seed_1" / "checkpoints" / "last.pt"
-        for _ in range(600):  # training has started once its first checkpoint is there
-            if first.exists() or job.poll() is not None:
-                break
-            time.sleep(0.2)
-        assert first.exists(), "the first job saved no checkpoint"
-        job.send_signal(signal.SIGTERM)
-        _, stderr = job.communicate(timeout=120)
+        _, stderr = job.communicate(timeout=180)
     finally:
-        job.kill()
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    return stderr
+
+
+@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to the launcher"])
+def test_a_stopped_joblib_sweep_saves_its_running_runs_and_starts_no_more(tmp_path, how):
+    # Two runs side by side, a third queued: Ctrl-C reaches every process of the command; SIGTERM
+    # to the launching process alone reaches the runs through the sweep's stop file.
+    job, sweep = start_sweep(tmp_path, "hydra/launcher=joblib_cpu")
+    wait_for_checkpoints(job, sweep, [1, 2])
+    if how == "ctrl-c to the group":
+        os.killpg(job.pid, signal.SIGINT)
+    else:
+        job.send_signal(signal.SIGTERM)
+    stderr = stopped(job)
+    assert job.returncode == 130, stderr[-3000:]
+    assert "sweep stopped, its runs saved" in stderr
+    found = summaries(sweep)
+    assert sorted(found) == ["seed_1", "seed_2"], stderr[-3000:]
+    assert all(s["stopped_by"] == "signal" for s in found.values())
+    for seed in ("seed_1", "seed_2"):  # the checkpoint holds the update the summary names
+        state = torch.load(sweep / seed / "checkpoints" / "last.pt", weights_only=True)
+        assert state["step"] == found[seed]["steps"]
+    assert not (sweep / "seed_3" / "checkpoints").exists()  # the queued run never trained
+    assert not (sweep / ".stop").exists()  # rerunning the command resumes
+
+
+def test_a_stop_signal_ends_a_sweep_of_the_basic_launcher(tmp_path):
+    # The basic launcher runs the jobs one after another in the launching process.
+    job, sweep = start_sweep(tmp_path)
+    wait_for_checkpoints(job, sweep, [1])
+    job.send_signal(signal.SIGTERM)
+    stderr = stopped(job)
     assert job.returncode == 130, stderr[-2000:]
-    assert "rerun to resume" in stderr
     assert summaries(sweep)["seed_1"]["stopped_by"] == "signal"
-    assert not (sweep / "seed_2").exists()
+    assert not (sweep / "seed_2" / "checkpoints").exists()
 
 
 def summaries(sweep: Path) -> dict[str, dict]:

@@ -122,6 +122,20 @@ def test_sigterm_sets_the_stop_flag_and_the_old_handler_returns():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_stop_file_is_a_shared_stop_request(tmp_path):
+    # The sweep's stop file (rpr_nmt.cli.sweep_stop): its existence asks to stop, and a signal
+    # received by one run creates it for the others.
+    shared = tmp_path / ".stop"
+    with StopSignals(shared) as stop:
+        assert not stop.requested
+        shared.touch()  # another run, or the launching process, was signalled
+        assert stop.requested and not stop.signalled
+    shared.unlink()
+    with StopSignals(shared) as stop:
+        signal.raise_signal(signal.SIGTERM)
+        assert stop.signalled and shared.exists()
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
