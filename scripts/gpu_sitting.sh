@@ -14,8 +14,9 @@
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   sweep   the k sweep on the GPU, transformer_small with the demo's recipe: SEEDS (default 1,2,3)
 #           x K (default 0,1,2,4,16,64), STEPS updates (default 6000, validation BLEU every
-#           VALID_EVERY = 1000), JOBS runs at once on the one GPU (default 9); the finished runs
-#           collected into sweep/ with their metrics.jsonl (no checkpoints)
+#           VALID_EVERY = 1000), JOBS runs at once on the one GPU (default 9), stopped after
+#           SWEEP_MINUTES (default 7); finished runs collected into sweep/, every run's metrics.jsonl
+#           (validation BLEU by update) into sweep/metrics/
 #
 # On a machine without CUDA, DEVICE=cpu with small STEPS / ROUNDS / MAX_N / SENTENCES runs the same
 # commands (a smoke run); EXTRA adds overrides to the sweep's runs.
@@ -95,7 +96,10 @@ stage_onmt() {
 
 stage_sweep() {
   local sweep=$RPR_NMT_RUNS/sweeps/ablate_k_multi30k_en_de
-  "$PY" -m rpr_nmt.cli.train -m experiment=ablate_k "model.max_relative_position=${K:-0,1,2,4,16,64}" \
+  # SIGTERM after SWEEP_MINUTES: the running runs save and stop (rpr_nmt.cli.sweep_stop), so the
+  # collection below still comes back within the device call.
+  timeout --signal=TERM "${SWEEP_MINUTES:-7}m" "$PY" -m rpr_nmt.cli.train \
+    -m experiment=ablate_k "model.max_relative_position=${K:-0,1,2,4,16,64}" \
     "train.seed=${SEEDS:-1,2,3}" train=cpu_short train.device="$DEVICE" train.max_time_minutes=null \
     train.max_steps="${STEPS:-6000}" train.valid_every="${VALID_EVERY:-1000}" \
     train.save_every="${VALID_EVERY:-1000}" hydra/launcher=joblib_cpu \
@@ -103,12 +107,9 @@ stage_sweep() {
   echo "sweep exit status $?" | tee -a "$RESULTS/sweep.log"
   "$PY" -m rpr_nmt.cli.report --collect "$sweep" --into "$RESULTS/sweep/ablate_k_multi30k_en_de_gpu" \
     2>&1 | tail -3
-  local collected=$RESULTS/sweep/ablate_k_multi30k_en_de_gpu run
-  for run in "$sweep"/*/; do  # each run's validation curve, for where BLEU stops rising
-    run=$(basename "$run")
-    if [ -f "$sweep/$run/metrics.jsonl" ] && [ -d "$collected/$run" ]; then
-      cp "$sweep/$run/metrics.jsonl" "$collected/$run/metrics.jsonl"
-    fi
+  mkdir -p "$RESULTS/sweep/metrics"
+  for run in "$sweep"/*/; do  # every run's validation curve, finished or not
+    [ -f "$run/metrics.jsonl" ] && cp "$run/metrics.jsonl" "$RESULTS/sweep/metrics/$(basename "$run").jsonl"
   done
 }
 
