@@ -12,6 +12,7 @@ never imports Hydra. What it saves is a rpr_nmt.checkpoint.TrainingState.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from copy import deepcopy
@@ -344,6 +345,11 @@ class Trainer:
         if self.stopped_by != "signal" and self.ctx.is_main:
             extra = self._average_and_evaluate()
         self.ctx.barrier()
+        summary = self.run_dir / "train_summary.json"
+        if not trained and extra.get("evaluated_before"):
+            # A finished run rerun: its summary keeps the figures of the session that trained it.
+            log.info("nothing to train or evaluate: %s kept as it was", summary)
+            return json.loads(summary.read_text())
         return self._write_summary(extra)
 
     def _average_and_evaluate(self) -> dict[str, Any]:
@@ -357,7 +363,7 @@ class Trainer:
             earlier = earlier_evaluation(summary, self.step, setup, splits)
             if earlier is not None:
                 log.info("update %d was evaluated before: kept from %s", self.step, summary)
-                return earlier
+                return {**earlier, "evaluated_before": True}
         extra: dict[str, Any] = {}
         model, checkpoint, weights = self.model, self.checkpoint_dir / "last.pt", None
         if self.cfg.average_last > 0:
