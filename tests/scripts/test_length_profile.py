@@ -1,0 +1,39 @@
+"""scripts/length_profile.py: which clipping distances can matter on a corpus."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import sentencepiece as spm
+
+from ..conftest import load_script
+
+profile = load_script("length_profile")
+
+
+def test_a_sentence_clips_at_k_only_when_it_has_a_distance_beyond_k():
+    p = profile.length_profile([2, 5, 6, 6], ks=[1, 4, 5])
+    # n tokens have distances up to n - 1: beyond 1 for n >= 3, beyond 4 for n = 6, beyond 5 never.
+    assert p.clipped == {1: 0.75, 4: 0.5, 5: 0.0}
+    assert (p.sentences, p.longest, p.median) == (4, 6, 5.5)
+    assert p.largest_k_that_clips == 4
+    with pytest.raises(ValueError, match="empty"):
+        profile.length_profile([], ks=[4])
+
+
+def test_the_script_reads_gzip_text_and_names_a_missing_file(tmp_path, capsys):
+    text = ["a b c d e f g h", "a b", "c d e"] * 40
+    (tmp_path / "train.txt").write_text("\n".join(text) + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "train.txt"), model_prefix=str(tmp_path / "bpe"), vocab_size=20,
+        model_type="bpe", character_coverage=1.0,
+    )  # fmt: skip
+    with gzip.open(tmp_path / "train.en.gz", "wt") as f:
+        f.write("\n".join(text) + "\n")
+    args = ["--bpe", str(tmp_path / "bpe.model"), "--k", "2,64"]
+    assert profile.main([*args, str(tmp_path / "train.en.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "| train.en.gz | 120 |" in out and "0.00% |" in out
+    assert profile.main([*args, str(tmp_path / "nowhere.en")]) == 1
+    assert "nowhere.en" in capsys.readouterr().err
