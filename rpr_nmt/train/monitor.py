@@ -38,6 +38,26 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def drop_metrics_after(path: Path, step: int) -> None:
+    """Remove the lines of metrics.jsonl logged after `step`: a run resumed from an earlier
+    checkpoint than its last log (a crash between saves) redoes those updates and logs them again.
+    A line torn by the crash goes too. Rewritten atomically, only when something is removed."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines if _logged_step(line) <= step]
+    if len(kept) < len(lines):
+        atomic_write(path, "".join(kept).encode("utf-8"))
+
+
+def _logged_step(line: str) -> float:
+    """The update a metrics line was logged at; infinite for a line that is not a JSON object."""
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return math.inf
+
+
 class Monitor:
     """Progress bar, log lines, TensorBoard and metrics.jsonl of one run.
 
@@ -70,6 +90,7 @@ class Monitor:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(run_dir / "tb"), purge_step=start_step + 1)
+        drop_metrics_after(run_dir / "metrics.jsonl", start_step)  # as TensorBoard's purge_step
         self.metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self.timed = time_limit_minutes is not None
         if self.timed:

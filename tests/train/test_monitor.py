@@ -1,8 +1,11 @@
-"""The progress bar shows the figures the trainer passes, and the time left under a limit."""
+"""The progress bar shows the figures the trainer passes, and the time left under a limit;
+metrics.jsonl forgets what a resumed run redoes."""
 
 from __future__ import annotations
 
-from rpr_nmt.train.monitor import Monitor
+import json
+
+from rpr_nmt.train.monitor import Monitor, drop_metrics_after
 
 
 def test_bar_shows_loss_lr_speed_and_time_left(tmp_path):
@@ -42,3 +45,20 @@ def test_disabled_monitor_does_nothing(tmp_path):
     monitor.step(1, {"loss": 1.0, "lr": 1e-3, "tokens_per_sec": 1.0})
     monitor.close()
     assert not (tmp_path / "rank1").exists()
+
+
+def test_metrics_after_the_resumed_step_are_dropped(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [
+        {"kind": "train", "step": 1},
+        {"kind": "valid", "step": 2},
+        {"kind": "train", "step": 3},
+    ]
+    text = "".join(json.dumps(x) + "\n" for x in lines)
+    path.write_text(text)
+    drop_metrics_after(path, 3)
+    assert path.read_text() == text  # nothing after update 3: untouched
+    drop_metrics_after(path, 2)
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
+    drop_metrics_after(tmp_path / "none.jsonl", 0)  # no file yet: nothing to do
+    assert not (tmp_path / "none.jsonl").exists()

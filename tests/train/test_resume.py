@@ -28,6 +28,12 @@ def test_resumed_losses_equal_an_uninterrupted_run(corpus, cache_dir, tmp_path):
     )
     first = train(compose_config(corpus, cache_dir, *common, "train.max_steps=4"), tmp_path / "b")
     assert first["steps"] == 4
+    # A crash after update 4's checkpoint: updates 5-6 were logged, never saved, and the last
+    # line was torn. The resumed run logs them again, from the checkpoint, once.
+    with (tmp_path / "b" / "metrics.jsonl").open("a") as log:
+        for step in (5, 6):
+            log.write(json.dumps({"kind": "train", "step": step, "loss": -1.0}) + "\n")
+        log.write('{"kind": "train", "st')
     resumed = train(compose_config(corpus, cache_dir, *common, "train.max_steps=8"), tmp_path / "b")
     assert resumed["steps"] == 8 and resumed["session_steps"] == 4
     a, b = train_curve(tmp_path / "a"), train_curve(tmp_path / "b")
