@@ -87,7 +87,9 @@ class Verdict:
 
 def evidence(row: Row, reference: Row, comparison: Comparison | None) -> str:
     """'k=0: 30.1 ± 0.4 [29.1, 31.1] (3 seeds), Δ -8.2, p 0.001 (max 0.001) *'."""
-    text = f"{positions(row.model)}: {format_stats(row.stats(SUMMARY_KEY))} ({len(row.runs)} seeds"
+    n = len(row.runs)
+    seeds = f"{n} seed" if n == 1 else f"{n} seeds"
+    text = f"{positions(row.model)}: {format_stats(row.stats(SUMMARY_KEY))} ({seeds}"
     if comparison is None or not comparison.p_values.get(METRIC):
         note = comparison.note if comparison is not None else ""
         return text + f"), not tested{': ' + note if note else ''}"
