@@ -3,8 +3,9 @@
 #
 #   bash scripts/gpu_sitting.sh STAGE [STAGE ...]      stages: env tests speed onmt sweep
 #
-# The machine starts bare: the packages it lacks travel as wheels in .whl/ and the corpus as a copy in
-# .device/data/multi30k (both git-ignored, named in the call's `carry`). Results go to $OUT (the
+# The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
+# stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
+# `carry`; `python scripts/gpu_prepare.py` builds them here beforehand. Results go to $OUT (the
 # device's return folder; RESULTS=DIR elsewhere), packed as sitting.tar.gz so that one file returns.
 #
 #   env     versions, GPU, packages: env.txt
