@@ -40,12 +40,13 @@ demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 
 	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/last.pt \
 	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
 
-results: setup  ## rebuild every published sweep's report.md and plots from results/ and the corpora
+results: setup  ## rebuild every published sweep's report.md and plots, and results/claims.md
 	@for d in results/*/; do \
 	    [ -f $$d/report.md ] || continue; \
 	    opts=; if [ -f $$d/length_report.md ]; then opts=--by-length; fi; \
 	    $(BIN)/rpr-nmt-report $$opts $${d%/} > /dev/null || exit 1; echo "rebuilt $${d%/}/report.md"; \
 	done
+	@$(BIN)/rpr-nmt-report --claims results > /dev/null && echo "rebuilt results/claims.md"
 
 clean:  ## remove the virtualenv and caches (runs/ is kept)
 	rm -rf $(VENV) data/cache .pytest_cache .ruff_cache

@@ -4,6 +4,7 @@
     rpr-nmt-report results/ablate_k_multi30k_en_de --by-length    # from committed results
     rpr-nmt-report SWEEP --baseline 'model.max_relative_position=4' --significance ar
     rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de  # -> results/ablate_k_.../
+    rpr-nmt-report --claims results   # every sweep's verdicts, claim by claim: results/claims.md
 
 Missing run files or corpora print one line on stderr and exit with status 2.
 """
@@ -16,7 +17,12 @@ from pathlib import Path
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.report import collect_results, write_length_report, write_report
+from rpr_nmt.report import (
+    collect_results,
+    write_claims_page,
+    write_length_report,
+    write_report,
+)
 
 
 def _int_list(text: str) -> list[int]:
@@ -94,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="with --collect: the results folder; default results/<name of RUN_OR_SWEEP_DIR>",
     )
+    parser.add_argument(
+        "--claims",
+        metavar="RESULTS_DIR",
+        default=None,
+        help="after any reports: gather the verdicts every sweep's report wrote under "
+        "RESULTS_DIR/*/ into RESULTS_DIR/claims.md, claim by claim",
+    )
     return parser
 
 
@@ -111,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (2: missing files, corpus or setting)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if not args.collect and not args.sweep_dirs:
-        parser.error("give sweep folders to report on, or --collect RUN_OR_SWEEP_DIR")
+    if not (args.collect or args.sweep_dirs or args.claims):
+        parser.error(
+            "give sweep folders to report on, --collect RUN_OR_SWEEP_DIR or --claims RESULTS_DIR"
+        )
     try:
         if args.collect:
             _collect(args.collect, args.into)
@@ -127,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(text)
             print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
+        if args.claims:
+            path, text = write_claims_page(args.claims)
+            print(text)
+            print(f"written: {path}")
     except (FileNotFoundError, DataError, CheckpointError, ValueError) as e:
         print(f"rpr-nmt-report: {e}", file=sys.stderr)
         return 2

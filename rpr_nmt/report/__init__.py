@@ -7,9 +7,11 @@
     claims.py        the paper's claims judged from the tests: holds / does not hold / cannot tell
     plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd
     lengths.py       each setting's test BLEU by source length: length_report.md, bleu_by_length.png
+    summary.py       every sweep's verdicts, claim by claim: results/claims.md
     results.py       --collect: a sweep's small artefacts into results/<sweep>/, no checkpoints
 
-The reports read only run folders (.hydra/, train_summary.json, hyp_<split>.txt, and for lengths
+Each report writes its verdicts as data beside it (claims.json, length_claims.json). The reports
+read only run folders (.hydra/, train_summary.json, hyp_<split>.txt, and for lengths
 src_lengths_<split>.txt or checkpoints/last.pt) and the references of the corpus.
 """
 
@@ -28,6 +30,7 @@ from rpr_nmt.report.results import collect_results
 from rpr_nmt.report.runs import Run, find_runs
 from rpr_nmt.report.significance import Comparison, compare_seedwise, paired_p_values
 from rpr_nmt.report.stats import SeedStats, format_stats, seed_stats
+from rpr_nmt.report.summary import claims_page, gather_verdicts, write_claims_page
 from rpr_nmt.report.sweep import (
     Row,
     compare_rows,
@@ -47,11 +50,13 @@ __all__ = [
     "SeedStats",
     "bucket_labels",
     "bucket_of",
+    "claims_page",
     "collect_results",
     "compare_rows",
     "compare_seedwise",
     "find_runs",
     "format_stats",
+    "gather_verdicts",
     "group_runs",
     "length_table",
     "markdown_table",
@@ -63,6 +68,7 @@ __all__ = [
     "score_by_length",
     "seed_stats",
     "statistics_table",
+    "write_claims_page",
     "write_length_report",
     "write_report",
 ]

@@ -15,9 +15,11 @@ the seeds disagree. A verdict on one seed rests on one training run: the evidenc
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpr_nmt.report.significance import ALPHA, Comparison
@@ -83,6 +85,26 @@ class Verdict:
 
     def line(self) -> str:
         return f"- **{self.claim}**: {self.verdict}. {self.evidence}"
+
+
+def save_verdicts(path: Path, verdicts: Sequence[Verdict]) -> None:
+    """Write `verdicts` as data (a report's claims.json) for the page over every sweep
+    (rpr_nmt.report.summary); with no verdict, remove the file so that none goes stale."""
+    if verdicts:
+        data = [asdict(v) for v in verdicts]
+        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def load_verdicts(path: Path) -> list[Verdict]:
+    """The verdicts save_verdicts wrote to `path`; ValueError naming the file when it is not."""
+    try:
+        return [Verdict(**entry) for entry in json.loads(path.read_text())]
+    except (json.JSONDecodeError, TypeError) as e:
+        raise ValueError(
+            f"{path}: not a list of verdicts ({e}); rebuild it with rpr-nmt-report {path.parent}"
+        ) from None
 
 
 def evidence(row: Row, reference: Row, comparison: Comparison | None) -> str:
@@ -277,3 +299,6 @@ def unseen_length_verdict(
     verdict = _no_gain([outcome(compared.get(r.setting)) for r in absolute], [])
     scope = f"BLEU on the {n} test sentences longer than {cap} BPE tokens"
     return Verdict(UNSEEN_CLAIM, verdict, f"{scope}: " + "; ".join(parts))
+
+
+ALL_CLAIMS = tuple(claim for claim, _, _ in CLAIMS) + (UNSEEN_CLAIM,)  # in the paper's order

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rpr_nmt.report.claims import claims_section, is_reference, unseen_length_verdict
+from rpr_nmt.report.claims import (
+    claims_section,
+    is_reference,
+    save_verdicts,
+    unseen_length_verdict,
+)
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
 from rpr_nmt.report.significance import TESTS, Comparison, SeedOutput, compare_seedwise
@@ -23,6 +28,7 @@ from rpr_nmt.report.sweep import Row, group_runs, reference_row
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
+LENGTH_CLAIMS_FILE = "length_claims.json"  # length_report.md's verdict as data, beside it
 
 
 @dataclass
@@ -197,7 +203,8 @@ def write_length_report(
     test: str | None = "bs",
     n_samples: int = 0,
 ) -> str:
-    """Write length_report.md and bleu_by_length.png into `sweep_dir`; return the markdown.
+    """Write length_report.md, bleu_by_length.png and its verdict (length_claims.json) into
+    `sweep_dir`; return the markdown.
 
     With a training cap on source length (data.max_train_source_tokens) and a significance
     `test`, the report also judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
@@ -210,10 +217,13 @@ def write_length_report(
     text += "\n![test BLEU by source length](bleu_by_length.png)\n"
     rows = group_runs(find_runs(sweep_dir))
     reference = reference_row(rows)
+    verdicts = []
     if cap is not None and test and is_reference(reference.model):
         compared, n = compare_unseen_lengths(rows, reference, cap, test=test, n_samples=n_samples)
         verdict = unseen_length_verdict(rows, reference, compared, cap, n)
         if verdict is not None:
-            text += claims_section([verdict], TESTS[test])
+            verdicts = [verdict]
+            text += claims_section(verdicts, TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
+    save_verdicts(Path(sweep_dir) / LENGTH_CLAIMS_FILE, verdicts)
     return text

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpr_nmt.report.claims import claims_section, is_reference, judge_claims, positions
+from rpr_nmt.report.claims import (
+    claims_section,
+    is_reference,
+    judge_claims,
+    positions,
+    save_verdicts,
+)
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
 from rpr_nmt.report.runs import (
     SEED_KEY,
@@ -39,6 +45,7 @@ COLUMNS = (
     ("steps", "steps", 0),
 )
 SUMMARY_KEYS = {"BLEU": "test_bleu", "chrF": "test_chrf"}  # a tested metric's summary entry
+CLAIMS_FILE = "claims.json"  # report.md's verdicts as data, beside it
 
 
 @dataclass
@@ -224,7 +231,8 @@ def write_report(
     significance: str | None = "bs",
     n_samples: int = 0,
 ) -> tuple[str, Path | None]:
-    """Write report.md and its plots into `sweep_dir`; return the markdown and the k plot.
+    """Write report.md, its plots and its verdicts (claims.json) into `sweep_dir`; return the
+    markdown and the k plot.
 
     Args:
         sweep_dir: a sweep folder or its collected copy under results/.
@@ -256,11 +264,14 @@ def write_report(
     if significance:
         compared = compare_rows(rows, base, test=significance, n_samples=n_samples)
     text += _statistics_section(rows, base, compared, significance, n_samples)
+    verdicts = []
     if significance:  # the claims are judged against the paper's model, whatever the baseline
         reference = reference_row(rows)
         if reference is not base:
             compared = compare_rows(rows, reference, test=significance, n_samples=n_samples)
-        text += claims_section(judge_claims(rows, reference, compared), TESTS[significance])
+        verdicts = judge_claims(rows, reference, compared)
+        text += claims_section(verdicts, TESTS[significance])
+    save_verdicts(sweep_dir / CLAIMS_FILE, verdicts)
     if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):
         text += "\n![test BLEU per setting, one point per seed](test_bleu_by_setting.png)\n"
     (sweep_dir / "report.md").write_text(text)

@@ -14,7 +14,15 @@ from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data import Tokenizer
 from rpr_nmt.data.bpe import train_bpe
-from rpr_nmt.report.claims import FAILS, HOLDS, UNSURE, judge_claims, outcome, positions
+from rpr_nmt.report.claims import (
+    FAILS,
+    HOLDS,
+    UNSEEN_CLAIM,
+    UNSURE,
+    judge_claims,
+    outcome,
+    positions,
+)
 from rpr_nmt.report.runs import Run
 from rpr_nmt.report.significance import Comparison
 from rpr_nmt.report.sweep import Row
@@ -160,3 +168,13 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
     assert "sinusoid 6.9 against k=16 a^K+a^V 100.0 (2 seed pairs), Δ -93.1, p " in claim
     main_report = (sweep / "report.md").read_text()  # the full test set: absolute is worse too
     assert "relative positions match or beat absolute ones" in main_report
+    # Both reports wrote their verdicts as data; the page over sweeps gathers them, claim by claim.
+    assert main(["--claims", str(tmp_path)]) == 0
+    page = (tmp_path / "claims.md").read_text()
+    assert (
+        "| relative positions match or beat absolute ones (paper: +0.3 En-De, +0.5 En-Fr) "
+        "| sweep | holds |" in page
+    )
+    assert f"| {UNSEEN_CLAIM} | sweep | holds |" in page
+    assert "| a^K alone is enough (paper: 25.8, as with both terms) | - | not judged" in page
+    assert f"- sweep: holds. BLEU on the {unseen} test sentences longer than 12 BPE tokens" in page

@@ -1,5 +1,6 @@
-"""The published sweeps under results/: every committed report.md (and length_report.md) is what
-`rpr-nmt-report results/<sweep>` rebuilds from the committed run files and the corpus alone."""
+"""The published sweeps under results/: every committed report.md (and length_report.md) with its
+verdicts is what `rpr-nmt-report results/<sweep>` rebuilds from the committed run files and the
+corpus alone, and results/claims.md is what `rpr-nmt-report --claims results` gathers from them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 
 import pytest
 
-from rpr_nmt.report import write_length_report, write_report
+from rpr_nmt.report import claims_page, write_length_report, write_report
 from tests.conftest import REPO
 
 PUBLISHED = sorted(p.parent for p in (REPO / "results").glob("*/report.md"))
@@ -18,9 +19,19 @@ def test_the_committed_report_is_rebuilt(sweep, shared_data, tmp_path, monkeypat
     monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
     monkeypatch.delenv("SACREBLEU_SEED", raising=False)  # sacrebleu's default seed, as published
     copy = tmp_path / sweep.name
-    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("*.md", "*.png"))
+    written = ("*.md", "*.png", "claims.json", "length_claims.json")
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns(*written))
     text, _ = write_report(copy)
     assert text == (sweep / "report.md").read_text(), f"rerun: rpr-nmt-report {sweep}"
     if (sweep / "length_report.md").is_file():
         lengths = write_length_report(copy)
         assert lengths == (sweep / "length_report.md").read_text()
+    for verdicts in ("claims.json", "length_claims.json"):
+        assert (copy / verdicts).is_file() == (sweep / verdicts).is_file(), verdicts
+        if (copy / verdicts).is_file():
+            assert (copy / verdicts).read_text() == (sweep / verdicts).read_text()
+
+
+def test_the_committed_claims_page_is_gathered():
+    page = REPO / "results" / "claims.md"
+    assert page.read_text() == claims_page(REPO / "results"), "rerun: make results"
