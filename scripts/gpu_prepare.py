@@ -129,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         spacy_stand_in_wheel(onmt)
     copy_tree(args.data / "multi30k", device / "data" / "multi30k")
     copy_tree(args.peers, device / "peers" / "opennmt")
-    for folder in (wheels, onmt, device):
-        print(f"{folder.relative_to(REPO)}/: {size_mib(folder):.1f} MiB")
-    total = sum(size_mib(f) for f in (wheels, onmt, device))
+    sizes = {folder: size_mib(folder) for folder in (wheels, onmt, device)}
+    for folder, size in sizes.items():
+        print(f"{folder.relative_to(REPO)}/: {size:.1f} MiB")
+    total = sum(sizes.values())
     print(f"carry [.whl, .whl_onmt, .device]: {total:.1f} MiB of the 64 MiB a call may carry")
     return 0 if total < 64 else 1
 

@@ -9,6 +9,8 @@ import shutil
 import pytest
 
 from rpr_nmt.report import claims_page, write_length_report, write_report
+from rpr_nmt.report.lengths import LENGTH_CLAIMS_FILE
+from rpr_nmt.report.sweep import CLAIMS_FILE
 from tests.conftest import REPO
 
 PUBLISHED = sorted(p.parent for p in (REPO / "results").glob("*/report.md"))
@@ -19,14 +21,14 @@ def test_the_committed_report_is_rebuilt(sweep, shared_data, tmp_path, monkeypat
     monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
     monkeypatch.delenv("SACREBLEU_SEED", raising=False)  # sacrebleu's default seed, as published
     copy = tmp_path / sweep.name
-    written = ("*.md", "*.png", "claims.json", "length_claims.json")
+    written = ("*.md", "*.png", CLAIMS_FILE, LENGTH_CLAIMS_FILE)
     shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns(*written))
     text, _ = write_report(copy)
     assert text == (sweep / "report.md").read_text(), f"rerun: rpr-nmt-report {sweep}"
     if (sweep / "length_report.md").is_file():
         lengths = write_length_report(copy)
         assert lengths == (sweep / "length_report.md").read_text()
-    for verdicts in ("claims.json", "length_claims.json"):
+    for verdicts in (CLAIMS_FILE, LENGTH_CLAIMS_FILE):
         assert (copy / verdicts).is_file() == (sweep / verdicts).is_file(), verdicts
         if (copy / verdicts).is_file():
             assert (copy / verdicts).read_text() == (sweep / verdicts).read_text()
