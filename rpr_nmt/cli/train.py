@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
-from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, stop_file
+from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
-    stop = stop_file(hydra_cfg.sweep.dir) if in_sweep else None
+    stop = run_stop_file() if in_sweep else None
     if stop is not None and stop.exists():
         log.warning("the sweep is stopping: %s does not start (rerun to resume)", run_dir)
         return

@@ -66,7 +66,7 @@ def train(
 ) -> dict[str, Any]:
     """Train (or resume) the run in `run_dir`; returns what train_summary.json holds.
 
-    `stop_file`: a path whose appearance asks the run to stop as SIGTERM does (a sweep's shared
+    `stop_file`: a path whose appearance asks the run to stop as SIGTERM does (a sweep command's
     stop request, rpr_nmt.cli.sweep_stop); None = signals alone.
 
     Raises:

@@ -125,14 +125,14 @@ def run_sweep(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess,
     return done, sweep
 
 
-def start_sweep(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
-    """rpr-nmt-train -m of three endless tiny runs (seeds 1, 2, 3), a checkpoint every update, in
-    a process group of its own (as a terminal runs a command)."""
+def start_sweep(tmp_path: Path, *extra: str, seeds: str = "1,2,3") -> tuple[subprocess.Popen, Path]:
+    """rpr-nmt-train -m of endless tiny runs (one per seed), a checkpoint every update, in a
+    process group of its own (as a terminal runs a command)."""
     corpus = make_corpus(tmp_path / "corpus", n_train=100)
     overrides = tiny_overrides(corpus, tmp_path / "cache", tmp_path / "unused")
     sweep = tmp_path / "sweep"
     args = [o for o in overrides if not o.startswith("hydra.run.dir")] + [
-        "train.max_steps=100000", "train.save_every=1", "train.seed=1,2,3",
+        "train.max_steps=100000", "train.save_every=1", f"train.seed={seeds}",
         f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${train.seed}", *extra,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -182,7 +182,7 @@ def test_a_stopped_joblib_sweep_saves_its_running_runs_and_starts_no_more(tmp_pa
         state = torch.load(sweep / seed / "checkpoints" / "last.pt", weights_only=True)
         assert state["step"] == found[seed]["steps"]
     assert not (sweep / "seed_3" / "checkpoints").exists()  # the queued run never trained
-    assert not (sweep / ".stop").exists()  # rerunning the command resumes
+    assert not list(sweep.glob(".stop*"))  # rerunning the command resumes
 
 
 def test_a_stop_signal_ends_a_sweep_of_the_basic_launcher(tmp_path):
@@ -194,6 +194,28 @@ def test_a_stop_signal_ends_a_sweep_of_the_basic_launcher(tmp_path):
     assert job.returncode == 130, stderr[-2000:]
     assert summaries(sweep)["seed_1"]["stopped_by"] == "signal"
     assert not (sweep / "seed_2" / "checkpoints").exists()
+
+
+def test_two_commands_sharing_a_sweep_folder_stop_apart(tmp_path):
+    # Two lanes of one sweep: stopping the first must stop neither the second nor let the first's
+    # queued run start (each command has its own stop file, so neither can remove the other's).
+    first, sweep = start_sweep(tmp_path, seeds="1,2")
+    wait_for_checkpoints(first, sweep, [1])
+    second, _ = start_sweep(tmp_path, seeds="3,4")
+    wait_for_checkpoints(second, sweep, [3])
+    first.send_signal(signal.SIGTERM)
+    stderr = stopped(first)
+    assert first.returncode == 130, stderr[-2000:]
+    assert not (sweep / "seed_2" / "checkpoints").exists()
+    time.sleep(3)  # the second's run would see a shared stop file within an update
+    assert second.poll() is None, "stopping one command stopped the other"
+    second.send_signal(signal.SIGTERM)
+    stderr = stopped(second)
+    assert second.returncode == 130, stderr[-2000:]
+    found = summaries(sweep)
+    assert sorted(found) == ["seed_1", "seed_3"], stderr[-2000:]
+    assert not (sweep / "seed_4" / "checkpoints").exists()
+    assert not list(sweep.glob(".stop*"))
 
 
 def summaries(sweep: Path) -> dict[str, dict]:
