@@ -51,8 +51,12 @@ def plot_bleu_against_k(rows: Sequence[_Row], path: str | Path, metric: str = "t
     """BLEU against k on a log axis, k = 0 (no relative positions) in a panel of its own.
 
     Only settings that differ in k alone are meaningful on such a plot; returns False (and writes
-    nothing) when the rows hold fewer than two values of k.
+    nothing) when the rows hold fewer than two values of k, or differ in anything else (a^K, a^V,
+    the sinusoid: the term and position sweeps, whose k = 0 and k = 16 rows are other models).
     """
+    others = [{key: v for key, v in r.model.items() if key != "max_relative_position"} for r in rows]
+    if any(other != others[0] for other in others):
+        return False
     points = [(r.model.get("max_relative_position", 0), r.values(metric)) for r in rows]
     points = [(k, v) for k, v in points if v]
     if len({k for k, _ in points}) < 2:

@@ -259,6 +259,7 @@ def write_report(
     if plot_bleu_against_k(rows, plot_path):
         text += f"\n![test BLEU against k]({plot_path.name})\n"
     else:
+        plot_path.unlink(missing_ok=True)  # drawn by an earlier report of other runs
         plot_path = None
     compared = {}
     if significance:

@@ -49,6 +49,24 @@ def test_cli_writes_table_and_plot(tmp_path, capsys):
     assert "written:" in capsys.readouterr().out
 
 
+def test_no_plot_against_k_when_the_rows_differ_in_more_than_k(tmp_path):
+    # The term sweep: k = 0, k = 16 with both terms and k = 16 with a^V alone; a plot against k
+    # would draw a^V alone as a second k = 16 point. A plot left by earlier runs goes.
+    for k, bleu in [(0, 10.0), (16, 27.0)]:
+        make_run(tmp_path, k, 1, bleu)
+    assert main([str(tmp_path)]) == 0
+    assert (tmp_path / "bleu_vs_k.png").exists()
+    write_run(
+        tmp_path / "values_only",
+        ["model.relative_keys=false"],
+        {"max_relative_position": 16, "relative_keys": False, "relative_values": True},
+        seed=1,
+    )
+    assert main([str(tmp_path)]) == 0
+    assert not (tmp_path / "bleu_vs_k.png").exists()
+    assert "bleu_vs_k.png" not in (tmp_path / "report.md").read_text()
+
+
 def test_cli_names_the_folder_when_there_are_no_runs(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert str(tmp_path) in capsys.readouterr().err
