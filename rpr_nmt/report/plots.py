@@ -54,7 +54,9 @@ def plot_bleu_against_k(rows: Sequence[_Row], path: str | Path, metric: str = "t
     nothing) when the rows hold fewer than two values of k, or differ in anything else (a^K, a^V,
     the sinusoid: the term and position sweeps, whose k = 0 and k = 16 rows are other models).
     """
-    others = [{key: v for key, v in r.model.items() if key != "max_relative_position"} for r in rows]
+    others = [
+        {key: v for key, v in r.model.items() if key != "max_relative_position"} for r in rows
+    ]
     if any(other != others[0] for other in others):
         return False
     points = [(r.model.get("max_relative_position", 0), r.values(metric)) for r in rows]
