@@ -180,13 +180,14 @@ def statistics_table(
 ) -> str:
     """Test BLEU and chrF per setting: mean ± sd [95% CI] over seeds, the mean difference to
     the baseline over seed pairs, and the paired test's p-values (median, max over pairs)."""
-    head = ["setting", "seeds"]
+    head = ["setting", "positions", "seeds"]
     for metric in METRICS:
         head += [f"test {metric}", f"Δ {metric}", f"p ({metric})"] if test else [f"test {metric}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         is_base = row is baseline
-        cells = [row.setting + (" (baseline)" if is_base else ""), str(len(row.runs))]
+        name = row.setting + (" (baseline)" if is_base else "")
+        cells = [name, positions(row.model), str(len(row.runs))]
         comparison = compared.get(row.setting, Comparison())
         for metric in METRICS:
             cells.append(format_stats(row.stats(SUMMARY_KEYS[metric])))
