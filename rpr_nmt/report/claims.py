@@ -6,11 +6,15 @@ A setting reads against the reference as
 
     worse, better   every seed pair significant at 0.05, every difference of the same sign;
     same            no seed pair significant;
-    mixed           anything in between (some seeds differ, others do not), or no test.
+    partly worse    some seed pairs significantly worse, the others not significant;
+    partly better   the same, better;
+    mixed           significant pairs in both directions, or no test.
 
-A claim of a difference ("k = 0 collapses") holds when the test finds it; a claim of no difference
-("k >= 2 is flat", "a^K alone is enough") holds when no seed pair finds one, and cannot be told when
-the seeds disagree. A verdict on one seed rests on one training run: the evidence names the seeds.
+A claim of a difference ("k = 0 collapses") holds when every seed pair finds it; a claim of no
+difference ("k >= 2 is flat") holds when no seed pair finds one, and cannot be told when the seeds
+disagree; a one-sided claim ("a^K alone is enough": no loss) holds when no seed pair finds the
+difference it excludes. A verdict on one seed rests on one training run: the evidence names the
+seeds.
 """
 
 from __future__ import annotations
@@ -61,18 +65,20 @@ def is_reference(model: dict[str, Any]) -> bool:
 
 
 def outcome(comparison: Comparison | None) -> str:
-    """'worse', 'better', 'same' or 'mixed': a setting against the reference (module docstring)."""
+    """'worse', 'better', 'same', 'partly worse', 'partly better' or 'mixed': a setting against
+    the reference (module docstring)."""
     if comparison is None or not comparison.p_values.get(METRIC):
         return "mixed"
-    p_values, deltas = comparison.p_values[METRIC], comparison.deltas[METRIC]
-    if all(p >= ALPHA for p in p_values):
+    pairs = zip(comparison.p_values[METRIC], comparison.deltas[METRIC])
+    found = {"worse" if d < 0 else "better" for p, d in pairs if p < ALPHA}
+    if not found:
         return "same"
-    if all(p < ALPHA for p in p_values):
-        if all(d < 0 for d in deltas):
-            return "worse"
-        if all(d > 0 for d in deltas):
-            return "better"
-    return "mixed"
+    if len(found) > 1:
+        return "mixed"
+    direction = found.pop()
+    if all(p < ALPHA for p in comparison.p_values[METRIC]):
+        return direction
+    return f"partly {direction}"
 
 
 @dataclass(frozen=True)
@@ -143,10 +149,11 @@ def _judge(
 
 
 def _a_loss(outcomes: list[str], deltas: list[float]) -> str:
-    """A claimed loss: holds when every row is worse; fails when one is the same or better."""
+    """A claimed loss: holds when every row is worse; fails when one is the same or (partly)
+    better."""
     if all(o == "worse" for o in outcomes):
         return HOLDS
-    if any(o in ("same", "better") for o in outcomes):
+    if any(o in ("same", "better", "partly better") for o in outcomes):
         return FAILS
     return UNSURE
 
@@ -156,7 +163,7 @@ def _a_small_loss(outcomes: list[str], deltas: list[float]) -> str:
     small to tell at this budget."""
     if all(o == "worse" for o in outcomes):
         return HOLDS
-    if any(o == "better" for o in outcomes):
+    if any(o in ("better", "partly better") for o in outcomes):
         return FAILS
     if all(o == "same" for o in outcomes) and all(d >= 0 for d in deltas):
         return FAILS
@@ -173,8 +180,9 @@ def _no_difference(outcomes: list[str], deltas: list[float]) -> str:
 
 
 def _no_loss(outcomes: list[str], deltas: list[float]) -> str:
-    """A claimed 'at least as good': holds when no row is worse in any seed pair."""
-    if all(o in ("same", "better") for o in outcomes):
+    """A claimed 'at least as good': holds when no row is worse in any seed pair; fails when one
+    is worse in every pair."""
+    if all(o in ("same", "better", "partly better") for o in outcomes):
         return HOLDS
     if any(o == "worse" for o in outcomes):
         return FAILS
@@ -182,8 +190,9 @@ def _no_loss(outcomes: list[str], deltas: list[float]) -> str:
 
 
 def _no_gain(outcomes: list[str], deltas: list[float]) -> str:
-    """A claimed 'no better than the reference': holds when no row is better."""
-    if all(o in ("same", "worse") for o in outcomes):
+    """A claimed 'no better than the reference': holds when no row is better in any seed pair;
+    fails when one is better in every pair."""
+    if all(o in ("same", "worse", "partly worse") for o in outcomes):
         return HOLDS
     if any(o == "better" for o in outcomes):
         return FAILS
@@ -263,7 +272,8 @@ def claims_section(verdicts: Sequence[Verdict], test: str) -> str:
     lead = (
         f"Each setting against the reference by {test} on test {METRIC}, seed pair by seed pair: "
         f"worse or better = every pair significant at {ALPHA} in one direction, the same = no "
-        "pair significant (rpr_nmt/report/claims.py).\n\n"
+        "pair significant, partly worse or better = some pairs significant in one direction and "
+        "none in the other (rpr_nmt/report/claims.py).\n\n"
     )
     return "\n## The paper's claims\n\n" + lead + "\n".join(v.line() for v in verdicts) + "\n"
 

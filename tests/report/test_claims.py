@@ -48,8 +48,10 @@ def test_outcome_of_a_setting_against_the_reference():
     assert outcome(paired([0.001, 0.01, 0.02], [-8.0, -7.5, -8.2])) == "worse"
     assert outcome(paired([0.001, 0.01], [1.0, 0.5])) == "better"
     assert outcome(paired([0.4, 0.2, 0.9], [-0.3, 0.2, 0.0])) == "same"
-    assert outcome(paired([0.001, 0.3], [-1.0, -0.2])) == "mixed"  # one seed pair differs
+    assert outcome(paired([0.001, 0.3], [-1.0, -0.2])) == "partly worse"  # one pair of two
+    assert outcome(paired([0.03, 0.09, 0.2], [0.9, 0.6, -0.1])) == "partly better"
     assert outcome(paired([0.001, 0.001], [-1.0, 1.0])) == "mixed"  # opposite directions
+    assert outcome(paired([0.001, 0.3, 0.01], [-1.0, 0.2, 0.8])) == "mixed"
     assert outcome(None) == outcome(Comparison(note="no hypotheses")) == "mixed"
 
 
@@ -116,6 +118,23 @@ def test_terms_and_absolute_claims():
     verdicts = {v.claim.split(" (")[0]: v.verdict for v in judge_claims(rows, reference, compared)}
     assert verdicts["a^V alone is a little weaker"] == HOLDS
     assert verdicts["relative positions match or beat absolute ones"] == FAILS
+
+    # One-sided claims: a pair significant in the direction the claim allows does not unsettle it,
+    # one in the direction it excludes does, and every pair there refutes it.
+    def verdict(claim: str, setting: str, comparison: Comparison) -> str:
+        found = judge_claims(rows, reference, {**compared, setting: comparison})
+        return next(v.verdict for v in found if v.claim.startswith(claim))
+
+    enough = "a^K alone is enough"
+    assert verdict(enough, "keys", paired([0.03, 0.09], [0.9, 0.6])) == HOLDS  # partly better
+    assert verdict(enough, "keys", paired([0.03, 0.09], [-0.9, -0.6])) == UNSURE  # partly worse
+    assert verdict(enough, "keys", paired([0.03, 0.01], [-0.9, -0.6])) == FAILS
+    gains = "adding the sinusoid to relative positions gains nothing"
+    assert verdict(gains, "both+sin", paired([0.01, 0.6], [-0.8, -0.1])) == HOLDS
+    assert verdict(gains, "both+sin", paired([0.01, 0.6], [0.8, 0.1])) == UNSURE
+    weaker = "a^V alone is a little weaker"
+    assert verdict(weaker, "values", paired([0.01, 0.6], [0.8, 0.1])) == FAILS  # partly better
+    assert verdict(weaker, "values", paired([0.01, 0.6], [-0.8, -0.1])) == UNSURE
 
 
 def test_no_claims_without_the_papers_model():
