@@ -79,14 +79,15 @@ def _parser() -> argparse.ArgumentParser:
         type=_int_list,
         default=None,
         help="with --by-length: bucket lower bounds in BPE tokens, e.g. 1,11,16,21,26 "
-        "(default 1,11,16,21,26,31)",
+        "(default: those of the sweep's last length report, else 1,11,16,21,26,31)",
     )
     parser.add_argument(
         "--splits",
         type=lambda text: [s for s in text.split(",") if s],
         default=None,
         help="with --by-length: splits whose sentences are pooled, e.g. val,test_2016_flickr "
-        "(each run wrote hyp_<split>.txt; default: the test split)",
+        "(each run wrote hyp_<split>.txt; default: those of the sweep's last length report, "
+        "else the test split)",
     )
     parser.add_argument(
         "--collect",

@@ -10,6 +10,7 @@ plot beside the sweep's report.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from rpr_nmt.report.sweep import Row, group_runs, reference_row
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
 LENGTH_CLAIMS_FILE = "length_claims.json"  # length_report.md's verdict as data, beside it
+LENGTH_OPTIONS_FILE = "length_options.json"  # its buckets and splits, reused when not given
 
 
 @dataclass
@@ -195,6 +197,24 @@ def compare_unseen_lengths(
     return compared, len(base[0][2]) if base else 0
 
 
+def length_options(
+    sweep_dir: str | Path, bounds: Sequence[int] | None, splits: Sequence[str] | None
+) -> tuple[list[int], list[str] | None]:
+    """The buckets and splits of a length report: those given, else those the sweep's last
+    length report used (LENGTH_OPTIONS_FILE, so `make results` rebuilds it as it was written),
+    else DEFAULT_BOUNDS and the test split alone."""
+    path = Path(sweep_dir) / LENGTH_OPTIONS_FILE
+    saved = {}
+    if path.exists():
+        try:
+            saved = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e}); delete it and give --bounds/--splits") from e
+    chosen_bounds = list(bounds or saved.get("bounds") or DEFAULT_BOUNDS)
+    chosen_splits = list(splits) if splits else saved.get("splits")
+    return chosen_bounds, chosen_splits
+
+
 def write_length_report(
     sweep_dir: str | Path,
     bounds: Sequence[int] | None = None,
@@ -209,9 +229,11 @@ def write_length_report(
     With a training cap on source length (data.max_train_source_tokens) and a significance
     `test`, the report also judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
 
-    Args: as length_table; bounds None = DEFAULT_BOUNDS; test and n_samples as write_report.
+    Args: as length_table; bounds and splits None = as length_options; test and n_samples as
+        write_report.
     """
-    text, results = length_table(sweep_dir, bounds or DEFAULT_BOUNDS, splits)
+    bounds, splits = length_options(sweep_dir, bounds, splits)
+    text, results = length_table(sweep_dir, bounds, splits)
     cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
     plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
     text += "\n![test BLEU by source length](bleu_by_length.png)\n"
@@ -225,5 +247,7 @@ def write_length_report(
             verdicts = [verdict]
             text += claims_section(verdicts, TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
+    options = {"bounds": bounds, "splits": splits}
+    (Path(sweep_dir) / LENGTH_OPTIONS_FILE).write_text(json.dumps(options, indent=1) + "\n")
     save_verdicts(Path(sweep_dir) / LENGTH_CLAIMS_FILE, verdicts)
     return text

@@ -73,6 +73,14 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "100.0" and float(cells[3]) < 100.0
 
+    # Rebuilt without options (as `make results` does): the same buckets and splits as before.
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 0
+    assert (tmp_path / "sweep" / "length_report.md").read_text() == table
+    (tmp_path / "sweep" / "length_options.json").write_text("{bounds: 1")
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err
+    assert "length_options.json: not JSON" in err and "--bounds" in err
+
 
 def test_bounds_must_increase(capsys):
     with pytest.raises(SystemExit) as exit_info:
