@@ -300,10 +300,10 @@ def unseen_length_verdict(
             continue
         scores, deltas = comparison.scores[METRIC], comparison.deltas[METRIC]
         base = [s - d for s, d in zip(scores, deltas)]
+        pairs = f"{len(scores)} seed pair" + ("s" if len(scores) != 1 else "")
         parts.append(
             f"{positions(row.model)} {statistics.fmean(scores):.1f} against "
-            f"{positions(reference.model)} {statistics.fmean(base):.1f} ({len(scores)} seed "
-            f"pairs), Δ "
+            f"{positions(reference.model)} {statistics.fmean(base):.1f} ({pairs}), Δ "
             f"{statistics.fmean(deltas):+.1f}, {comparison.cell(METRIC)}"
         )
     verdict = _no_gain([outcome(compared.get(r.setting)) for r in absolute], [])
