@@ -210,6 +210,10 @@ def length_options(
             saved = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not JSON ({e}); delete it and give --bounds/--splits") from e
+        if not isinstance(saved, dict):
+            raise ValueError(
+                f"{path}: not an object of bounds and splits; delete it and give --bounds/--splits"
+            )
     chosen_bounds = list(bounds or saved.get("bounds") or DEFAULT_BOUNDS)
     chosen_splits = list(splits) if splits else saved.get("splits")
     return chosen_bounds, chosen_splits

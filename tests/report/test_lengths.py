@@ -80,6 +80,9 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     assert main(["--by-length", str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err
     assert "length_options.json: not JSON" in err and "--bounds" in err
+    (tmp_path / "sweep" / "length_options.json").write_text("[1, 16]")
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 2
+    assert "length_options.json: not an object" in capsys.readouterr().err
 
 
 def test_bounds_must_increase(capsys):
