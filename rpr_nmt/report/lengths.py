@@ -5,12 +5,14 @@ the source sentence's length in BPE tokens (the run's own BPE model, EOS exclude
 data.max_train_source_tokens; src_lengths_<split>.txt in a collected run), and each group is scored
 with sacrebleu. A setting's cell is the mean over its seeds, with the standard deviation and a 95%
 t-interval when it has several (rpr_nmt.report.stats). write_length_report puts the table and a
-plot beside the sweep's report.md.
+plot beside the sweep's report.md; when the runs trained on capped sources, it adds every setting's
+BLEU on the test sentences past the cap, tested pair by pair against the sinusoid.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from pathlib import Path
 from rpr_nmt.report.claims import (
     claims_section,
     is_reference,
+    positions,
     save_verdicts,
     unseen_length_verdict,
 )
@@ -164,6 +167,19 @@ def plot_by_length(
     plt.close(fig)
 
 
+def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
+    """Each run's test hypotheses and references on the sentences whose source is longer than
+    `cap` BPE tokens (lengths no training pair had), as (seed, hyps, refs, target language)."""
+    found = []
+    for run in row.runs:
+        refs = text.references(run, run.test_split)
+        hyps = read_hypotheses(run, run.test_split, len(refs))
+        unseen = [i for i, n in enumerate(source_lengths(run, run.test_split, text)) if n > cap]
+        lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+        found.append((run.seed, [hyps[i] for i in unseen], [refs[i] for i in unseen], lang))
+    return found
+
+
 def compare_unseen_lengths(
     rows: Sequence[Row],
     baseline: Row,
@@ -174,27 +190,50 @@ def compare_unseen_lengths(
     text: CorpusText | None = None,
 ) -> tuple[dict[str, Comparison], int]:
     """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
-    sentences whose source is longer than `cap` BPE tokens (lengths no training pair had).
+    sentences whose source is longer than `cap` BPE tokens.
 
     Returns:
         The comparisons by setting, and the number of such sentences (in the baseline's first run).
     """
     text = text or CorpusText()
-
-    def outputs(row: Row) -> list[SeedOutput]:
-        found = []
-        for run in row.runs:
-            refs = text.references(run, run.test_split)
-            hyps = read_hypotheses(run, run.test_split, len(refs))
-            unseen = [i for i, n in enumerate(source_lengths(run, run.test_split, text)) if n > cap]
-            lang = str(run.config.get("data", {}).get("tgt_lang", ""))
-            found.append((run.seed, [hyps[i] for i in unseen], [refs[i] for i in unseen], lang))
-        return found
-
-    base = outputs(baseline)
-    others = {row.setting: outputs(row) for row in rows if row is not baseline}
+    base = unseen_outputs(baseline, cap, text)
+    others = {row.setting: unseen_outputs(row, cap, text) for row in rows if row is not baseline}
     compared = compare_seedwise(base, others, test=test, n_samples=n_samples)
     return compared, len(base[0][2]) if base else 0
+
+
+def unseen_length_section(
+    rows: Sequence[Row], baseline: Row, cap: int, *, test: str = "bs", n_samples: int = 0
+) -> str:
+    """'## Past the training lengths': every setting's test BLEU on the sentences longer than
+    `cap` BPE tokens over seeds, with the mean difference to `baseline` and the paired test's
+    p-values per seed pair."""
+    from rpr_nmt.evaluate import score_corpus
+
+    text = CorpusText()
+    compared, n = compare_unseen_lengths(
+        rows, baseline, cap, test=test, n_samples=n_samples, text=text
+    )
+    samples = n_samples or {"bs": 1000, "ar": 10000}[test]
+    lines = [
+        f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
+        f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
+        f"minus {baseline.setting}, mean over seed pairs; p: sacrebleu's {TESTS[test]} "
+        f"({samples} samples) per seed pair, in seed order.\n",
+        f"| setting | positions | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        bleu = [score_corpus(h, r, lang).bleu for _, h, r, lang in unseen_outputs(row, cap, text)]
+        cells = [row.setting, positions(row.model), str(len(bleu)), format_stats(seed_stats(bleu))]
+        comparison = compared.get(row.setting)
+        if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
+            cells += ["(baseline)" if row is baseline else "-", ""]
+        else:
+            cells.append(f"{statistics.fmean(comparison.deltas['BLEU']):+.1f}")
+            cells.append(" / ".join(f"{p:.3f}" for p in comparison.p_values["BLEU"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def length_options(
@@ -231,7 +270,8 @@ def write_length_report(
     `sweep_dir`; return the markdown.
 
     With a training cap on source length (data.max_train_source_tokens) and a significance
-    `test`, the report also judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
+    `test`, the report also scores every setting past the cap against the sinusoid (or, without
+    one, the reference) and judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
 
     Args: as length_table; bounds and splits None = as length_options; test and n_samples as
         write_report.
@@ -244,6 +284,10 @@ def write_length_report(
     rows = group_runs(find_runs(sweep_dir))
     reference = reference_row(rows)
     verdicts = []
+    if cap is not None and test:
+        sinusoid = [row for row in rows if positions(row.model) == "sinusoid"]
+        baseline = sinusoid[0] if sinusoid else reference
+        text += unseen_length_section(rows, baseline, cap, test=test, n_samples=n_samples)
     if cap is not None and test and is_reference(reference.model):
         compared, n = compare_unseen_lengths(rows, reference, cap, test=test, n_samples=n_samples)
         verdict = unseen_length_verdict(rows, reference, compared, cap, n)

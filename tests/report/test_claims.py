@@ -178,6 +178,14 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
 
     assert main(["--by-length", "--samples", "300", str(sweep)]) == 0
     report = (sweep / "length_report.md").read_text()
+    past = report.split("## Past the training lengths")[1].split("## The paper's claims")[0]
+    table = [line for line in past.splitlines() if line.startswith("| model.")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table]
+    rows = {row[1]: row[2:] for row in cells}  # by positions: seeds, BLEU, Δ, p per seed pair
+    assert rows["sinusoid"] == ["2", "6.9 ± 0.0 [6.9, 6.9]", "(baseline)", ""]
+    relative = rows["k=16 a^K+a^V"]
+    assert relative[:3] == ["2", "100.0 ± 0.0 [100.0, 100.0]", "+93.1"]
+    assert [float(p) < 0.05 for p in relative[3].split(" / ")] == [True, True]  # each seed pair
     claim = report.split("## The paper's claims")[1]
     assert "relative positions carry over to sources longer than any seen in training" in claim
     tokenizer = Tokenizer.from_proto(proto)
