@@ -218,8 +218,8 @@ def unseen_length_section(
     lines = [
         f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
         f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
-        f"minus {baseline.setting}, mean over seed pairs; p: sacrebleu's {TESTS[test]} "
-        f"({samples} samples) per seed pair, in seed order.\n",
+        f"minus the baseline ({positions(baseline.model)}), mean over seed pairs; p: sacrebleu's "
+        f"{TESTS[test]} ({samples} samples) per seed pair, in seed order.\n",
         f"| setting | positions | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
         "|---|---|---|---|---|---|",
     ]
