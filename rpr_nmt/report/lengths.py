@@ -26,7 +26,13 @@ from rpr_nmt.report.claims import (
 )
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
-from rpr_nmt.report.significance import TESTS, Comparison, SeedOutput, compare_seedwise
+from rpr_nmt.report.significance import (
+    DEFAULT_SAMPLES,
+    TESTS,
+    Comparison,
+    SeedOutput,
+    compare_seedwise,
+)
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
 
@@ -181,40 +187,36 @@ def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
 
 
 def compare_unseen_lengths(
-    rows: Sequence[Row],
-    baseline: Row,
-    cap: int,
-    *,
-    test: str = "bs",
-    n_samples: int = 0,
-    text: CorpusText | None = None,
+    outputs: dict[str, list[SeedOutput]], baseline: str, *, test: str = "bs", n_samples: int = 0
 ) -> tuple[dict[str, Comparison], int]:
-    """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
-    sentences whose source is longer than `cap` BPE tokens.
+    """sacrebleu's paired test of every other setting against `baseline`, seed by seed, on the
+    test sentences past the cap (`outputs`: each setting's unseen_outputs).
 
     Returns:
         The comparisons by setting, and the number of such sentences (in the baseline's first run).
     """
-    text = text or CorpusText()
-    base = unseen_outputs(baseline, cap, text)
-    others = {row.setting: unseen_outputs(row, cap, text) for row in rows if row is not baseline}
+    base = outputs[baseline]
+    others = {setting: found for setting, found in outputs.items() if setting != baseline}
     compared = compare_seedwise(base, others, test=test, n_samples=n_samples)
     return compared, len(base[0][2]) if base else 0
 
 
 def unseen_length_section(
-    rows: Sequence[Row], baseline: Row, cap: int, *, test: str = "bs", n_samples: int = 0
+    rows: Sequence[Row],
+    outputs: dict[str, list[SeedOutput]],
+    baseline: Row,
+    cap: int,
+    *,
+    test: str = "bs",
+    n_samples: int = 0,
 ) -> str:
     """'## Past the training lengths': every setting's test BLEU on the sentences longer than
-    `cap` BPE tokens over seeds, with the mean difference to `baseline` and the paired test's
-    p-values per seed pair."""
+    `cap` BPE tokens (`outputs`: each setting's unseen_outputs) over seeds, with the mean
+    difference to `baseline` and the paired test's p-values per seed pair."""
     from rpr_nmt.evaluate import score_corpus
 
-    text = CorpusText()
-    compared, n = compare_unseen_lengths(
-        rows, baseline, cap, test=test, n_samples=n_samples, text=text
-    )
-    samples = n_samples or {"bs": 1000, "ar": 10000}[test]
+    compared, n = compare_unseen_lengths(outputs, baseline.setting, test=test, n_samples=n_samples)
+    samples = n_samples or DEFAULT_SAMPLES[test]
     lines = [
         f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
         f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
@@ -224,7 +226,7 @@ def unseen_length_section(
         "|---|---|---|---|---|---|",
     ]
     for row in rows:
-        bleu = [score_corpus(h, r, lang).bleu for _, h, r, lang in unseen_outputs(row, cap, text)]
+        bleu = [score_corpus(h, r, lang).bleu for _, h, r, lang in outputs[row.setting]]
         cells = [row.setting, positions(row.model), str(len(bleu)), format_stats(seed_stats(bleu))]
         comparison = compared.get(row.setting)
         if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
@@ -285,15 +287,19 @@ def write_length_report(
     reference = reference_row(rows)
     verdicts = []
     if cap is not None and test:
+        corpus = CorpusText()
+        outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
         sinusoid = [row for row in rows if positions(row.model) == "sinusoid"]
         baseline = sinusoid[0] if sinusoid else reference
-        text += unseen_length_section(rows, baseline, cap, test=test, n_samples=n_samples)
-    if cap is not None and test and is_reference(reference.model):
-        compared, n = compare_unseen_lengths(rows, reference, cap, test=test, n_samples=n_samples)
-        verdict = unseen_length_verdict(rows, reference, compared, cap, n)
-        if verdict is not None:
-            verdicts = [verdict]
-            text += claims_section(verdicts, TESTS[test])
+        text += unseen_length_section(rows, outputs, baseline, cap, test=test, n_samples=n_samples)
+        if is_reference(reference.model):
+            compared, n = compare_unseen_lengths(
+                outputs, reference.setting, test=test, n_samples=n_samples
+            )
+            verdict = unseen_length_verdict(rows, reference, compared, cap, n)
+            if verdict is not None:
+                verdicts = [verdict]
+                text += claims_section(verdicts, TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
     options = {"bounds": bounds, "splits": splits}
     (Path(sweep_dir) / LENGTH_OPTIONS_FILE).write_text(json.dumps(options, indent=1) + "\n")

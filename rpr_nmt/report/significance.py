@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 TESTS = {"bs": "paired bootstrap resampling", "ar": "paired approximate randomization"}
 METRICS = ("BLEU", "chrF")  # the order of the p-values of paired_p_values
 ALPHA = 0.05  # the level at which the report calls a difference significant
+DEFAULT_SAMPLES = {"bs": 1000, "ar": 10000}  # sacrebleu's resamples / trials when n_samples = 0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,14 @@ from rpr_nmt.report.runs import (
     read_hypotheses,
     setting_keys,
 )
-from rpr_nmt.report.significance import ALPHA, METRICS, TESTS, Comparison, compare_seedwise
+from rpr_nmt.report.significance import (
+    ALPHA,
+    DEFAULT_SAMPLES,
+    METRICS,
+    TESTS,
+    Comparison,
+    compare_seedwise,
+)
 from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
 
 # Columns of the main table: (summary key, heading, decimals).
@@ -209,7 +216,7 @@ def _statistics_section(
     """The '## Test scores over seeds' section of report.md."""
     text = f"\n## Test scores over seeds\n\n{STATS_LEGEND}.\n"
     if test:
-        samples = n_samples or {"bs": 1000, "ar": 10000}[test]
+        samples = n_samples or DEFAULT_SAMPLES[test]
         text += (
             f"Baseline: {baseline.setting}. Δ: setting minus baseline, mean over seed pairs. "
             f"p: sacrebleu's {TESTS[test]} ({samples} samples) of each seed against the "
