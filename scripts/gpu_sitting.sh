@@ -5,8 +5,10 @@
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
-# `carry`; `python scripts/gpu_prepare.py` builds them here beforehand. Results go to $OUT (the
-# device's return folder; RESULTS=DIR elsewhere), packed as sitting.tar.gz so that one file returns.
+# `carry`; `python scripts/gpu_prepare.py` builds them here beforehand. The stages write to SITTING
+# (default /tmp/gpu_sitting); at the end SITTING is packed into one file, sitting.tar.gz, in $OUT (the
+# device's return folder; RESULTS=DIR elsewhere), and nothing else goes there: a device call returns
+# at most 8 files, and a sweep writes dozens.
 #
 #   env     versions, GPU, packages: env.txt
 #   tests   pytest -m gpu: gpu_tests.log
@@ -23,8 +25,10 @@
 # commands (a smoke run); EXTRA adds overrides to the sweep's runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-RESULTS=${RESULTS:-${OUT:?set OUT or RESULTS to the folder that receives the results}}
-mkdir -p "$RESULTS"
+RETURN=${RESULTS:-${OUT:?set OUT or RESULTS to the folder that receives the results}}
+SITTING=${SITTING:-/tmp/gpu_sitting}  # what the stages write; packed into $RETURN at the end
+mkdir -p "$RETURN" "$SITTING"
+[ "$(realpath "$RETURN")" != "$(realpath "$SITTING")" ] || { echo "SITTING must differ from $RETURN" >&2; exit 2; }
 DEVICE=${DEVICE:-cuda}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 RPR_NMT_DATA=${RPR_NMT_DATA:-$PWD/.device/data}
@@ -44,12 +48,12 @@ torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() e
     "$PY" -m pip list 2>/dev/null |
       grep -i -E "^(torch|hydra|omegaconf|sacrebleu|sentencepiece|triton|numpy) "
     git log -1 --format='commit %H %cI' 2>/dev/null || true
-  } > "$RESULTS/env.txt" 2>&1
-  cat "$RESULTS/env.txt"
+  } > "$SITTING/env.txt" 2>&1
+  cat "$SITTING/env.txt"
 }
 
 stage_tests() {
-  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs tests 2>&1 | tee "$RESULTS/gpu_tests.log" | tail -30
+  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs tests 2>&1 | tee "$SITTING/gpu_tests.log" | tail -30
 }
 
 stage_speed() {
@@ -57,13 +61,13 @@ stage_speed() {
   "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
     --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} --rounds "$rounds" \
     --steps "${BENCH_STEPS:-10}" \
-    2>&1 | tee "$RESULTS/speed_train.md" | tail -12
+    2>&1 | tee "$SITTING/speed_train.md" | tail -12
   "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
-    --rounds "$rounds" 2>&1 | tee "$RESULTS/speed_attention.md" | tail -30
+    --rounds "$rounds" 2>&1 | tee "$SITTING/speed_attention.md" | tail -30
   "$PY" scripts/bench_decode.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
     --batch "${DECODE_BATCH:-256}" --streams 1 --repeats 2 --sentences "${SENTENCES:-1000}" \
     --uncached-sentences "${UNCACHED:-256}" \
-    2>&1 | tee "$RESULTS/speed_decode.md" | tail -10
+    2>&1 | tee "$SITTING/speed_decode.md" | tail -10
 }
 
 stage_onmt() {
@@ -86,13 +90,13 @@ stage_onmt() {
   export WORK=/tmp/peers/onmt VENV=$venv
   [ -f "$WORK/data/spm/vocab.shared" ] ||
     SRC_DIR=$RPR_NMT_DATA/multi30k PY=$venv/bin/python bash "$peers/prepare.sh" \
-      > "$RESULTS/onmt_prepare.log" 2>&1
+      > "$SITTING/onmt_prepare.log" 2>&1
   local size="-enc_layers 6 -dec_layers 6 -hidden_size 512 -word_vec_size 512 -transformer_ff 2048 -heads 8"
   local gpu="-world_size 1 -gpu_ranks 0 -model_dtype fp16"
   [ "$DEVICE" = cuda ] || gpu=""
   EXTRA="${ONMT_SIZE:-$size} -batch_size ${MAX_TOKENS:-25000} $gpu -warmup_steps 100" REPORT_EVERY=10 \
     TAG=gpu bash "$peers/train_bench.sh" both "${ONMT_STEPS:-100}" 2>&1 |
-    tee "$RESULTS/onmt_train.md" | tail -12
+    tee "$SITTING/onmt_train.md" | tail -12
 }
 
 stage_sweep() {
@@ -104,13 +108,13 @@ stage_sweep() {
     "train.seed=${SEEDS:-1,2,3}" train=cpu_short train.device="$DEVICE" train.max_time_minutes=null \
     train.max_steps="${STEPS:-6000}" train.valid_every="${VALID_EVERY:-1000}" \
     train.save_every="${VALID_EVERY:-1000}" hydra/launcher=joblib_cpu \
-    hydra.launcher.n_jobs="${JOBS:-9}" ${EXTRA:-} > "$RESULTS/sweep.log" 2>&1
-  echo "sweep exit status $?" | tee -a "$RESULTS/sweep.log"
-  "$PY" -m rpr_nmt.cli.report --collect "$sweep" --into "$RESULTS/sweep/ablate_k_multi30k_en_de_gpu" \
+    hydra.launcher.n_jobs="${JOBS:-9}" ${EXTRA:-} > "$SITTING/sweep.log" 2>&1
+  echo "sweep exit status $?" | tee -a "$SITTING/sweep.log"
+  "$PY" -m rpr_nmt.cli.report --collect "$sweep" --into "$SITTING/sweep/ablate_k_multi30k_en_de_gpu" \
     2>&1 | tail -3
-  mkdir -p "$RESULTS/sweep/metrics"
+  mkdir -p "$SITTING/sweep/metrics"
   for run in "$sweep"/*/; do  # every run's validation curve, finished or not
-    [ -f "$run/metrics.jsonl" ] && cp "$run/metrics.jsonl" "$RESULTS/sweep/metrics/$(basename "$run").jsonl"
+    [ -f "$run/metrics.jsonl" ] && cp "$run/metrics.jsonl" "$SITTING/sweep/metrics/$(basename "$run").jsonl"
   done
 }
 
@@ -120,4 +124,4 @@ for stage in "$@"; do
     *) echo "unknown stage $stage: env tests speed onmt sweep" >&2; exit 2 ;;
   esac
 done
-tar -czf "$RESULTS/sitting.tar.gz" -C "$RESULTS" --exclude sitting.tar.gz . && ls -la "$RESULTS"
+tar -czf "$RETURN/sitting.tar.gz" -C "$SITTING" . && tar -tvzf "$RETURN/sitting.tar.gz" | grep -v /$
