@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from rpr_nmt.config import TrainConfig, TrainJobConfig
+from rpr_nmt.config import ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import BatchIterator, Tokenizer, prepare_data, read_parallel_text
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import SettingsError
@@ -25,6 +25,34 @@ def check_settings(cfg: TrainConfig) -> None:
     for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
         if getattr(cfg, key) < 1:
             raise SettingsError(f"train.{key}={getattr(cfg, key)} must be at least 1")
+    if cfg.lr <= 0:
+        raise SettingsError(f"train.lr={cfg.lr} must be above 0")
+    for key in ("warmup_steps", "clip_norm"):
+        if getattr(cfg, key) < 0:
+            raise SettingsError(f"train.{key}={getattr(cfg, key)} must be at least 0 (0 = off)")
+    for key in ("label_smoothing", "ema_decay"):
+        if not 0 <= getattr(cfg, key) < 1:
+            raise SettingsError(f"train.{key}={getattr(cfg, key)} must be in [0, 1) (0 = off)")
+    if not 0 <= cfg.cooldown <= 1:
+        raise SettingsError(f"train.cooldown={cfg.cooldown} must be in [0, 1] (0 = off)")
+
+
+def check_model_settings(cfg: ModelConfig) -> None:
+    """Refuse a model that cannot be built, naming the key, before any data is prepared."""
+    if cfg.max_relative_position < 0:
+        raise SettingsError(
+            f"model.max_relative_position={cfg.max_relative_position}: use k >= 1, or 0 for none"
+        )
+    for key in ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers"):
+        if getattr(cfg, key) < 1:
+            raise SettingsError(f"model.{key}={getattr(cfg, key)} must be at least 1")
+    if cfg.d_model % cfg.n_heads:
+        raise SettingsError(
+            f"model.d_model={cfg.d_model} is not divisible by model.n_heads={cfg.n_heads}"
+        )
+    for key in ("dropout", "attention_dropout"):
+        if not 0 <= getattr(cfg, key) < 1:
+            raise SettingsError(f"model.{key}={getattr(cfg, key)} must be in [0, 1)")
 
 
 def seed_everything(seed: int) -> None:

@@ -42,6 +42,7 @@ from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
     build_optimizer,
+    check_model_settings,
     check_settings,
     load_training_data,
     seed_everything,
@@ -133,6 +134,7 @@ class Trainer:
 
         cfg, ctx = self.cfg, self.ctx
         check_settings(cfg)
+        check_model_settings(self.config.model)
         self.autocast = autocast_factory(cfg.precision, ctx.device)
         seed_everything(cfg.seed)
         if ctx.is_main:  # what a killed earlier session left half-written

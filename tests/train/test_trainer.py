@@ -144,6 +144,12 @@ def test_a_stop_file_is_a_shared_stop_request(tmp_path):
         (["train.best_metric=bleu", "train.valid_bleu=false"], "best_metric=bleu needs"),
         (["train.best_metric=accuracy"], "use loss or bleu"),
         (["train.update_freq=0"], "update_freq=0"),
+        (["train.label_smoothing=1.0"], r"train.label_smoothing=1.0 must be in \[0, 1\)"),
+        (["train.lr=0"], "train.lr=0.0 must be above 0"),
+        (["model.max_relative_position=-1"], "model.max_relative_position=-1"),
+        (["model.n_heads=3"], "not divisible by model.n_heads=3"),
+        (["model.n_decoder_layers=0"], "model.n_decoder_layers=0"),
+        (["model.attention_dropout=1.0"], r"model.attention_dropout=1.0 must be in \[0, 1\)"),
     ],
 )
 def test_impossible_settings_fail_before_training(corpus, cache_dir, tmp_path, overrides, message):
