@@ -132,6 +132,7 @@ class EvaluateJobConfig:
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
+    data_root: str | None = None  # the corpus folder here, when it moved since training
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 

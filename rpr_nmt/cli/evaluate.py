@@ -3,6 +3,7 @@
     rpr-nmt-evaluate checkpoint=runs/train/default/checkpoints/last.pt   # the data's test split
     rpr-nmt-evaluate 'checkpoint=[a.pt,b.pt]' data=multi30k_en_de decode.beam_size=4
     rpr-nmt-evaluate checkpoint=runs/train/default     # the run's kept step checkpoints, averaged
+    rpr-nmt-evaluate checkpoint=gpu/last.pt data_root=../shared/data/multi30k   # the corpus moved
 
 Prints sacreBLEU with its signature, chrF and the paper-style tokenized BLEU; writes
 hyp_<split>.txt and eval_<split>.json into Hydra's run directory. A missing or unreadable
@@ -10,6 +11,9 @@ checkpoint, bad data or impossible decode settings print one line on stderr and 
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -23,7 +27,7 @@ from rpr_nmt.cli.common import (
     use_ema,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
-from rpr_nmt.config import EvaluateJobConfig
+from rpr_nmt.config import DataConfig, EvaluateJobConfig
 
 PROG = "rpr-nmt-evaluate"
 
@@ -39,7 +43,7 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     decode = checked_decode_config(job.decode)
     device = resolve_device(decode.device)
     model, tokenizer, config = load_for_inference(paths, device, use_ema=use_ema(job.weights))
-    data_cfg = job.data if job.data is not None else config.data
+    data_cfg = data_config(job, config.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
     setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
@@ -53,6 +57,27 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")
     print(f"tokenized BLEU = {scores.tokenized_bleu:.2f}  {scores.tokenized_signature}")
     print(f"written: {out_dir}/hyp_{split}.txt, {out_dir}/eval_{split}.json")
+
+
+def data_config(job: EvaluateJobConfig, trained_on: DataConfig) -> DataConfig:
+    """The corpus to read: data=... when given, else the checkpoint's; at data_root when given.
+
+    Raises:
+        DataError: the checkpoint's local corpus folder is not on this machine and no data_root
+            says where it is now.
+    """
+    from rpr_nmt.data import DataError
+
+    data_cfg = job.data if job.data is not None else trained_on
+    if job.data_root is not None:
+        return replace(data_cfg, root=job.data_root)
+    if job.data is None and data_cfg.source == "local" and not Path(data_cfg.root).is_dir():
+        raise DataError(
+            f"the checkpoint was trained on {data_cfg.name} in {data_cfg.root}, not on this "
+            f"machine: pass data_root=FOLDER, the folder of its "
+            f"{data_cfg.test_split}.{data_cfg.src_lang} file here"
+        )
+    return data_cfg
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="evaluate", version_base="1.3")

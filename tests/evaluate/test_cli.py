@@ -1,7 +1,5 @@
-"""rpr-nmt-evaluate and rpr-nmt-translate end to end on a tiny checkpoint, run as subprocesses.
-
-Each run imports torch afresh (seconds): the fast suite keeps three, `pytest -m slow` runs the rest.
-"""
+"""rpr-nmt-evaluate and rpr-nmt-translate end to end on a tiny checkpoint, run as subprocesses
+(each imports torch afresh: seconds)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,6 +57,10 @@ def tiny_run(tmp_path_factory) -> dict[str, Path]:
     data_cfg = DataConfig(name="tiny", root=str(data), test_split="test", vocab_size=80)
     config = TrainJobConfig(data=data_cfg, model=TINY)
     paths = {"data": data}
+    moved = TrainJobConfig(data=replace(data_cfg, root=str(root / "gone")), model=TINY)
+    model = build_model(TINY, vocab_size=80, pad_id=0)
+    state = TrainingState(config=moved, model=model.state_dict(), bpe_model=proto, step=1)
+    paths["moved"] = save_checkpoint(state, root / "moved.pt")  # its corpus folder is gone
     for name, seed in (("a", 0), ("b", 1)):
         torch.manual_seed(seed)
         model = build_model(TINY, vocab_size=80, pad_id=0)
@@ -103,6 +106,20 @@ def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
     assert out.returncode == 0, out.stderr
     record = json.loads((run_dir / "eval_test.json").read_text())
     assert record["checkpoint"] == [str(tiny_run["a"]), str(tiny_run["b"])]
+
+
+def test_evaluate_reads_a_moved_corpus_from_data_root(tiny_run, tmp_path):
+    args = [f"checkpoint={tiny_run['moved']}", "decode.max_len_b=2"]
+    out = cli("evaluate", *args, f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"tiny in {tiny_run['data'].parent / 'gone'}, not on this machine" in out.stderr
+    assert "pass data_root=FOLDER" in out.stderr
+    out = cli(
+        "evaluate", *args, f"data_root={tiny_run['data']}", f"hydra.run.dir={tmp_path / 'b'}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert len((tmp_path / "b" / "hyp_test.txt").read_text(encoding="utf-8").splitlines()) == 7
 
 
 @pytest.mark.parametrize(
