@@ -10,6 +10,7 @@ the training-only parts empty.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -185,6 +186,21 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:  # not torch.save's format, or objects beyond plain data
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: not a checkpoint rpr-nmt wrote, or a damaged one "
+            f"(loading only plain data and tensors: {_unpickler_reason(e)})"
+        ) from e
     except Exception as e:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"cannot read checkpoint {path}: {e}") from e
+        raise CheckpointError(f"cannot read checkpoint {path}: {str(e).strip()}") from e
     return TrainingState.from_dict(state, path)
+
+
+def _unpickler_reason(error: pickle.UnpicklingError) -> str:
+    """The cause in torch's weights-only refusal, without its advice to load unsafely."""
+    text = str(error)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return first.split(". ")[0].rstrip(".")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 from dataclasses import asdict, replace
 
@@ -76,8 +77,19 @@ def test_foreign_and_broken_files_fail_with_one_line_naming_the_file(tmp_path):
     with pytest.raises(CheckpointError, match="checkpoint not found: .*missing.pt"):
         load_checkpoint(tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(CheckpointError, match="cannot read checkpoint .*junk.pt"):
+    with pytest.raises(CheckpointError, match="cannot read checkpoint .*junk.pt") as info:
         load_checkpoint(tmp_path / "junk.pt")
+    assert "\n" not in str(info.value) and "weights_only" not in str(info.value)
+    torch.save({"args": argparse.Namespace(lr=1.0)}, tmp_path / "pickled.pt")  # a foreign object
+    with pytest.raises(CheckpointError, match="pickled.pt: not a checkpoint rpr-nmt wrote") as info:
+        load_checkpoint(tmp_path / "pickled.pt")
+    assert "argparse.Namespace was not an allowed global" in str(info.value)
+    assert "\n" not in str(info.value) and "weights_only" not in str(info.value)
+    save_checkpoint(small_state(), tmp_path / "whole.pt")
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "whole.pt").read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="cannot read checkpoint .*cut.pt") as info:
+        load_checkpoint(tmp_path / "cut.pt")
+    assert "\n" not in str(info.value)
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="other.pt is not an rpr-nmt checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
