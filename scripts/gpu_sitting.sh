@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
-#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]      stages: env tests speed onmt sweep
+#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]      stages: env tests speed onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -15,6 +15,9 @@
 #   speed   training tokens/s relative vs absolute (transformer_base, bf16 and fp16, ~25k-token batches), the
 #           attention core up to n = 4096, beam-4 decoding: speed_*.md
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
+#   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
+#           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
+#           that outputs have real lengths: sentences/s and BLEU (decode_*.md, decode_*/ folders)
 #   sweep   the k sweep on the GPU, transformer_small with the demo's recipe: SEEDS (default 1,2,3)
 #           x K (default 0,1,2,4,16,64), STEPS updates (default 6000, validation BLEU every
 #           VALID_EVERY = 1000), JOBS runs at once on the one GPU (default 9), stopped after
@@ -70,12 +73,12 @@ stage_speed() {
     2>&1 | tee "$SITTING/speed_decode.md" | tail -10
 }
 
-stage_onmt() {
-  # OpenNMT-py 3.5.1 on the same model and batch as `speed` (transformer_base, ~25k tokens, k = 16
-  # or sinusoid): its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
-  # virtualenv-shaped folder of wrappers over its wheels (.whl_onmt: OpenNMT-py --no-deps and the
-  # runtime packages it imports that the machine lacks). OpenNMT-py 3.5 trains in fp32 or fp16 only.
-  local venv=${ONMT_VENV:-/tmp/onmt_venv} peers=${PEERS_DIR:-.device/peers/opennmt}
+# OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
+# virtualenv-shaped folder of wrappers over its wheels (.whl_onmt: OpenNMT-py --no-deps and the
+# runtime packages it imports that the machine lacks); its corpus prepared once in WORK.
+ONMT_VENV=${ONMT_VENV:-/tmp/onmt_venv} PEERS=${PEERS_DIR:-.device/peers/opennmt}
+onmt_ready() {
+  local venv=$ONMT_VENV
   if [ ! -x "$venv/bin/onmt_train" ]; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/onmt_site .whl_onmt/*.whl || return 1
@@ -89,14 +92,63 @@ stage_onmt() {
   fi
   export WORK=/tmp/peers/onmt VENV=$venv
   [ -f "$WORK/data/spm/vocab.shared" ] ||
-    SRC_DIR=$RPR_NMT_DATA/multi30k PY=$venv/bin/python bash "$peers/prepare.sh" \
+    SRC_DIR=$RPR_NMT_DATA/multi30k PY=$venv/bin/python bash "$PEERS/prepare.sh" \
       > "$SITTING/onmt_prepare.log" 2>&1
+}
+
+stage_onmt() {
+  # The same model and batch as `speed` (transformer_base, ~25k tokens, k = 16 or sinusoid).
+  # OpenNMT-py 3.5 trains in fp32 or fp16 only.
+  onmt_ready || return 1
   local size="-enc_layers 6 -dec_layers 6 -hidden_size 512 -word_vec_size 512 -transformer_ff 2048 -heads 8"
   local gpu="-world_size 1 -gpu_ranks 0 -model_dtype fp16"
   [ "$DEVICE" = cuda ] || gpu=""
   EXTRA="${ONMT_SIZE:-$size} -batch_size ${MAX_TOKENS:-25000} $gpu -warmup_steps 100" REPORT_EVERY=10 \
-    TAG=gpu bash "$peers/train_bench.sh" both "${ONMT_STEPS:-100}" 2>&1 |
+    TAG=gpu bash "$PEERS/train_bench.sh" both "${ONMT_STEPS:-100}" 2>&1 |
     tee "$SITTING/onmt_train.md" | tail -12
+}
+
+stage_decode() {
+  local steps=${DECODE_STEPS:-2000} batch=${DECODE_BATCH:-64} run=$RPR_NMT_RUNS/decode_small
+  "$PY" -m rpr_nmt.cli.train model=transformer_small train=cpu_short train.device="$DEVICE" \
+    train.max_time_minutes=null train.max_steps="$steps" train.valid_every="$steps" \
+    train.save_every="$steps" train.evaluate_at_end=false hydra.run.dir="$run" \
+    > "$SITTING/decode_rpr_train.log" 2>&1 || { echo "rpr-nmt training failed"; return 1; }
+  for precision in fp32 bf16; do
+    "$PY" -m rpr_nmt.cli.evaluate checkpoint="$run/checkpoints/last.pt" decode.device="$DEVICE" \
+      decode.beam_size=4 decode.length_penalty=0.6 decode.max_sentences="$batch" \
+      decode.precision=$precision hydra.run.dir="$SITTING/decode_rpr_$precision" 2>&1 |
+      tee "$SITTING/decode_rpr_$precision.md" | grep -E "sentences/s|^BLEU"
+  done
+  onmt_ready || return 1
+  # The peer's recipe for short runs (its train_long.sh): noam, learning rate 0.42, 200 warmup steps.
+  local gpu="-world_size 1 -gpu_ranks 0" device=0
+  [ "$DEVICE" = cuda ] || { gpu=""; device=-1; }
+  EXTRA="-warmup_steps 200 -learning_rate 0.42 $gpu" REPORT_EVERY=100 TAG=decode \
+    bash "$PEERS/train_bench.sh" rpr "$steps" > "$SITTING/decode_onmt_train.log" 2>&1 ||
+    { echo "OpenNMT-py training failed"; return 1; }
+  local out=$SITTING/decode_onmt spm=$WORK/data/spm start end
+  mkdir -p "$out"
+  start=$(date +%s.%N)
+  TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$ONMT_VENV/bin/onmt_translate" \
+    -model "$WORK/runs/decode_rpr_$steps/model_step_$steps.pt" -src "$spm/test_2016_flickr.en" \
+    -output "$out/hyp.spm" -beam_size 4 -batch_size "$batch" -batch_type sents -max_length 250 \
+    -length_penalty avg -n_best 1 -report_time -gpu $device > "$out/log.txt" 2>&1 ||
+    { echo "onmt_translate failed: $out/log.txt"; return 1; }
+  end=$(date +%s.%N)
+  "$PY" - "$spm/bpe8k.model" "$out" "$WORK/data/raw/test_2016_flickr.de" "$start" "$end" <<'PY' |
+import re, sys
+import sacrebleu, sentencepiece
+model, out, ref, start, end = sys.argv[1:]
+pieces = open(f"{out}/hyp.spm", encoding="utf-8").read().splitlines()
+hyps = [sentencepiece.SentencePieceProcessor(model_file=model).decode(p.split()) for p in pieces]
+refs = open(ref, encoding="utf-8").read().splitlines()
+loop = float(re.search(r"Total translation time \(s\): ([\d.]+)", open(f"{out}/log.txt").read())[1])
+print(f"onmt_translate: {len(hyps)} sentences in {loop:.1f} s ({len(hyps) / loop:.1f} sentences/s; "
+      f"{float(end) - float(start):.1f} s with loading)")
+print(f"BLEU = {sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}")
+PY
+    tee "$SITTING/decode_onmt.md"
 }
 
 stage_sweep() {
@@ -120,8 +172,8 @@ stage_sweep() {
 
 for stage in "$@"; do
   case $stage in
-    env|tests|speed|onmt|sweep) echo "== $stage $(date -u +%T)"; "stage_$stage" ;;
-    *) echo "unknown stage $stage: env tests speed onmt sweep" >&2; exit 2 ;;
+    env|tests|speed|onmt|decode|sweep) echo "== $stage $(date -u +%T)"; "stage_$stage" ;;
+    *) echo "unknown stage $stage: env tests speed onmt decode sweep" >&2; exit 2 ;;
   esac
 done
 tar -czf "$RETURN/sitting.tar.gz" -C "$SITTING" . && tar -tvzf "$RETURN/sitting.tar.gz" | grep -v /$
