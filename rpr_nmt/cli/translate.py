@@ -4,8 +4,9 @@
     rpr-nmt-translate checkpoint=model.pt input=news.en output=news.de decode.nbest=4
 
 With decode.nbest > 1 each output line is `i ||| translation ||| score` (i counts input lines from
-0, score is the length-normalised log-probability), best first. Errors print one line on stderr
-and exit with status 2.
+0, score is the length-normalised log-probability), best first. A blank input line is not decoded:
+it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Errors print one line on
+stderr and exit with status 2.
 """
 
 from __future__ import annotations

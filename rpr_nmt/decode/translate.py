@@ -134,7 +134,8 @@ def translate(
         cfg: beam size, length penalty and limits, n-best, batch size, streams, precision.
 
     Returns:
-        Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first.
+        Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first. A blank
+        sentence is not decoded: it gets one empty hypothesis (score 0), an empty line out.
 
     Raises:
         ValueError: a setting that cannot work (check_decode_config).
@@ -143,7 +144,8 @@ def translate(
     special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
     device = next(model.parameters()).device
     model = decoding_model(model.eval(), cfg.precision)
-    encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
+    todo = [i for i, s in enumerate(sentences) if s.strip()]  # blank lines stay blank
+    encoded = [tokenizer.encode(sentences[i]) + [tokenizer.eos_id] for i in todo]
     streams = cfg.streams if device.type == "cpu" else 1
     # A few sentences are split so that every stream has a batch: max_sentences is an upper bound.
     per_batch = min(cfg.max_sentences, max(1, -(-len(encoded) // streams)))
@@ -153,10 +155,10 @@ def translate(
         src = pad_batch([encoded[i] for i in batch], tokenizer.pad_id, device)  # (B, S)
         return decode_batch(model, src, cfg, special)
 
-    results: list[list[Hypothesis]] = [[] for _ in sentences]
+    results = [[Hypothesis(tokens=[], score=0.0)] for _ in sentences]
     for batch, hyps in zip(batches, decode_in_streams(decode, batches, streams)):
         for i, nbest in zip(batch, hyps):
-            results[i] = nbest
+            results[todo[i]] = nbest
     return results
 
 

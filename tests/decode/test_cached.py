@@ -135,7 +135,19 @@ def test_translate_returns_input_order_and_matches_single_sentences():
     out = translate(model, _CharTokenizer(), sentences, replace(cfg, max_sentences=4))
     one_by_one = [translate(model, _CharTokenizer(), [s], cfg)[0] for s in sentences]
     assert_same(as_lists(out), as_lists(one_by_one))
-    assert all(len(nbest) == 2 for nbest in out)
+    assert all(len(nbest) == 2 for s, nbest in zip(sentences, out) if s)
+
+
+def test_a_blank_sentence_is_not_decoded_and_translates_to_an_empty_line():
+    model, sizes = tiny_model(), []
+    encode = model.encode
+    model.encode = lambda src: sizes.append(src.size(0)) or encode(src)
+    cfg = DecodeConfig(beam_size=2, nbest=2, max_len_b=2, streams=1, device="cpu")
+    out = translate(model, _CharTokenizer(), ["", "abc", " \t", "de"], cfg)
+    assert sizes == [2]  # only the two sentences with text were encoded
+    assert [[h.tokens for h in nbest] for nbest in (out[0], out[2])] == [[[]], [[]]]
+    assert len(out[1]) == len(out[3]) == 2 and all(h.tokens for h in out[1] + out[3])
+    assert translate(model, _CharTokenizer(), ["", ""], cfg)[1][0].score == 0.0
 
 
 def test_streams_decode_batches_concurrently_with_the_same_results():

@@ -147,14 +147,17 @@ def test_translate_reads_stdin_and_writes_nbest(tiny_run, tmp_path):
         "translate", f"checkpoint={tiny_run['a']}", "decode.max_len_b=3", cwd=tmp_path, stdin=text
     )
     assert out.returncode == 0, out.stderr
-    assert len(out.stdout.splitlines()) == 3
+    assert (
+        out.stdout.splitlines()[1:2] == [""] and len(out.stdout.splitlines()) == 3
+    )  # blank: blank
     out = cli(
         "translate", f"checkpoint={tiny_run['a']}", "decode.nbest=3", "decode.max_len_b=3",
         cwd=tmp_path, stdin=text,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 9 and [line.split(" ||| ")[0] for line in lines] == list("000111222")
+    assert len(lines) == 7 and [line.split(" ||| ")[0] for line in lines] == list("0001222")
+    assert lines[3] == "1 |||  ||| 0.0000"  # the blank line: one empty hypothesis
     scores = [float(line.split(" ||| ")[2]) for line in lines[:3]]
     assert scores == sorted(scores, reverse=True)
 
