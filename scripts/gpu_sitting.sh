@@ -141,7 +141,8 @@ import re, sys
 import sacrebleu, sentencepiece
 model, out, ref, start, end = sys.argv[1:]
 pieces = open(f"{out}/hyp.spm", encoding="utf-8").read().splitlines()
-hyps = [sentencepiece.SentencePieceProcessor(model_file=model).decode(p.split()) for p in pieces]
+bpe = sentencepiece.SentencePieceProcessor(model_file=model)
+hyps = [bpe.decode(p.split()) for p in pieces]
 refs = open(ref, encoding="utf-8").read().splitlines()
 loop = float(re.search(r"Total translation time \(s\): ([\d.]+)", open(f"{out}/log.txt").read())[1])
 print(f"onmt_translate: {len(hyps)} sentences in {loop:.1f} s ({len(hyps) / loop:.1f} sentences/s; "
