@@ -205,6 +205,7 @@ def unseen_length_section(
     rows: Sequence[Row],
     outputs: dict[str, list[SeedOutput]],
     baseline: Row,
+    compared: tuple[dict[str, Comparison], int],
     cap: int,
     *,
     test: str = "bs",
@@ -212,10 +213,11 @@ def unseen_length_section(
 ) -> str:
     """'## Past the training lengths': every setting's test BLEU on the sentences longer than
     `cap` BPE tokens (`outputs`: each setting's unseen_outputs) over seeds, with the mean
-    difference to `baseline` and the paired test's p-values per seed pair."""
+    difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
+    compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
     from rpr_nmt.evaluate import score_corpus
 
-    compared, n = compare_unseen_lengths(outputs, baseline.setting, test=test, n_samples=n_samples)
+    compared, n = compared
     samples = n_samples or DEFAULT_SAMPLES[test]
     lines = [
         f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
@@ -291,10 +293,14 @@ def write_length_report(
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
         sinusoid = [row for row in rows if positions(row.model) == "sinusoid"]
         baseline = sinusoid[0] if sinusoid else reference
-        text += unseen_length_section(rows, outputs, baseline, cap, test=test, n_samples=n_samples)
+        paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
+        against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
+        text += unseen_length_section(rows, outputs, baseline, against_baseline, cap, **paired)
         if is_reference(reference.model):
-            compared, n = compare_unseen_lengths(
-                outputs, reference.setting, test=test, n_samples=n_samples
+            compared, n = (
+                against_baseline
+                if baseline is reference
+                else compare_unseen_lengths(outputs, reference.setting, **paired)
             )
             verdict = unseen_length_verdict(rows, reference, compared, cap, n)
             if verdict is not None:
