@@ -6,7 +6,8 @@
     rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de  # -> results/ablate_k_.../
     rpr-nmt-report --claims results   # every sweep's verdicts, claim by claim: results/claims.md
 
-Missing run files or corpora print one line on stderr and exit with status 2.
+Missing run files or corpora print one line on stderr, write nothing and exit with status 2:
+a report never stands in "-" for a test it could not make.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rpr_nmt.report import (
     write_length_report,
     write_report,
 )
+from rpr_nmt.report.sweep import find_runs, group_runs, reference_row
 
 
 def _int_list(text: str) -> list[int]:
@@ -134,14 +136,17 @@ def main(argv: list[str] | None = None) -> int:
             _collect(args.collect, args.into)
         for sweep_dir in args.sweep_dirs:
             test = None if args.significance == "none" else args.significance
+            lengths = ""
+            if args.by_length:  # first, so that a missing file leaves the folder as it was
+                if args.baseline:  # a setting of the sweep? (ValueError naming them if not)
+                    reference_row(group_runs(find_runs(sweep_dir)), args.baseline)
+                lengths = "\n" + write_length_report(
+                    sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples
+                )
             text, plot = write_report(
                 sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples
             )
-            if args.by_length:
-                text += "\n" + write_length_report(
-                    sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples
-                )
-            print(text)
+            print(text + lengths)
             print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
         if args.claims:
             path, text = write_claims_page(args.claims)

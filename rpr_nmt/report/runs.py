@@ -153,11 +153,19 @@ class CorpusText:
         """(sources, references) of `split` in the corpus the run's config names.
 
         Raises:
-            rpr_nmt.data.DataError: the corpus is not where the config says.
+            rpr_nmt.data.DataError: the corpus is not where the config says; the message names
+                the folder and how to point at it.
         """
-        from rpr_nmt.data import read_parallel_text
+        from rpr_nmt.data import DataError, read_parallel_text
 
         data_cfg = run.data_config()
+        if data_cfg.source == "local" and not Path(data_cfg.root).is_dir():
+            raise DataError(
+                f"the corpus of {run.path} is not found: its data.root is {data_cfg.root} here, "
+                "not a folder. The report reads references from it: set RPR_NMT_DATA to the "
+                f"folder holding {Path(data_cfg.root).name}/, or give --significance none for a "
+                "report without tests or verdicts"
+            )
         key = (repr(data_cfg), split)
         if key not in self._read:
             self._read[key] = read_parallel_text(data_cfg, split)

@@ -145,41 +145,34 @@ def compare_rows(
     """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
     hypotheses (hyp_<test split>.txt) and the references of the runs' corpus.
 
-    A row whose hypotheses or references cannot be read gets a Comparison with a note instead.
-    """
-    from rpr_nmt.data.errors import DataError
+    Every run's hypotheses and references must be readable: a report whose tests and verdicts
+    silently went missing would read as "cannot tell" where the data says "holds".
 
+    Raises:
+        rpr_nmt.data.DataError: a run's corpus is not found (the message says how to point at it).
+        FileNotFoundError: a run has no test hypotheses (hyp_<test split>.txt).
+    """
     text = CorpusText()
 
-    def outputs(row: Row) -> tuple[list, str]:
-        """The row's (seed, hypotheses, references, target language) per run, or why not."""
+    def outputs(row: Row) -> list:
+        """The row's (seed, hypotheses, references, target language) per run."""
         found = []
-        try:
-            for run in row.runs:
-                refs = text.references(run, run.test_split)
+        for run in row.runs:
+            refs = text.references(run, run.test_split)
+            try:
                 hyps = read_hypotheses(run, run.test_split, len(refs))
-                tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
-                found.append((run.seed, hyps, refs, tgt_lang))
-        except (DataError, FileNotFoundError, ValueError) as e:  # said in the report
-            return [], f"{type(e).__name__}: {e}"
-        return found, ""
+            except FileNotFoundError as e:
+                raise FileNotFoundError(
+                    f"{e}; the paired tests need every run's test output: evaluate the run, move "
+                    "it out of the sweep, or give --significance none"
+                ) from e
+            tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+            found.append((run.seed, hyps, refs, tgt_lang))
+        return found
 
-    base_outputs, base_error = outputs(baseline)
-    compared: dict[str, Comparison] = {}
-    for row in rows:
-        if row is baseline:
-            continue
-        if base_error:
-            compared[row.setting] = Comparison(note=f"the baseline's test output: {base_error}")
-            continue
-        found, error = outputs(row)
-        if error:
-            compared[row.setting] = Comparison(note=error)
-            continue
-        compared.update(
-            compare_seedwise(base_outputs, {row.setting: found}, test=test, n_samples=n_samples)
-        )
-    return compared
+    base_outputs = outputs(baseline)
+    others = {row.setting: outputs(row) for row in rows if row is not baseline}
+    return compare_seedwise(base_outputs, others, test=test, n_samples=n_samples)
 
 
 def statistics_table(
@@ -249,7 +242,9 @@ def write_report(
         n_samples: resamples or trials of the test; 0 = sacrebleu's default.
 
     Raises:
-        FileNotFoundError: no finished run under `sweep_dir`.
+        FileNotFoundError: no finished run under `sweep_dir`, or (with a test) a run without its
+            test hypotheses.
+        rpr_nmt.data.DataError: (with a test) a run's corpus is not found.
         ValueError: `baseline` names no setting of the sweep.
     """
     sweep_dir = Path(sweep_dir)
@@ -261,6 +256,16 @@ def write_report(
         )
     rows = group_runs(runs)
     base = reference_row(rows, baseline)
+    # Everything is read and tested before anything is written: a failure leaves the folder as is.
+    reference = reference_row(rows)  # the claims are judged against the paper's model
+    compared, against_reference = {}, {}
+    if significance:
+        compared = compare_rows(rows, base, test=significance, n_samples=n_samples)
+        against_reference = compared
+        if reference is not base:
+            against_reference = compare_rows(
+                rows, reference, test=significance, n_samples=n_samples
+            )
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"
     text += markdown_table(rows)
     plot_path: Path | None = sweep_dir / "bleu_vs_k.png"
@@ -269,16 +274,10 @@ def write_report(
     else:
         plot_path.unlink(missing_ok=True)  # drawn by an earlier report of other runs
         plot_path = None
-    compared = {}
-    if significance:
-        compared = compare_rows(rows, base, test=significance, n_samples=n_samples)
     text += _statistics_section(rows, base, compared, significance, n_samples)
     verdicts = []
-    if significance:  # the claims are judged against the paper's model, whatever the baseline
-        reference = reference_row(rows)
-        if reference is not base:
-            compared = compare_rows(rows, reference, test=significance, n_samples=n_samples)
-        verdicts = judge_claims(rows, reference, compared)
+    if significance:
+        verdicts = judge_claims(rows, reference, against_reference)
         text += claims_section(verdicts, TESTS[significance])
     save_verdicts(sweep_dir / CLAIMS_FILE, verdicts)
     if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):

@@ -105,4 +105,10 @@ def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
     torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
     (run / "hyp_test.txt").write_text("a man\n")
     assert main(["--by-length", str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err
+    assert f"data.root is {tmp_path / 'nowhere'} here, not a folder" in err
+    assert "set RPR_NMT_DATA to the folder holding nowhere/" in err
+    assert not (tmp_path / "sweep" / "report.md").exists()  # nothing written
+    (tmp_path / "nowhere").mkdir()  # the folder without the split's files
+    assert main(["--by-length", str(tmp_path / "sweep")]) == 2
     assert "missing data file for split 'test'" in capsys.readouterr().err

@@ -37,3 +37,27 @@ def test_the_committed_report_is_rebuilt(sweep, shared_data, tmp_path, monkeypat
 def test_the_committed_claims_page_is_gathered():
     page = REPO / "results" / "claims.md"
     assert page.read_text() == claims_page(REPO / "results"), "rerun: make results"
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("options", [[], ["--by-length"]], ids=["report", "by-length"])
+def test_a_report_without_its_corpus_fails_and_writes_nothing(
+    options, tmp_path, monkeypatch, capsys
+):
+    # Issue 31: without the corpus every p-value became "-" and "holds" became "cannot tell",
+    # written over the committed report with exit status 0.
+    from rpr_nmt.cli.report import main
+
+    sweep = tmp_path / "ablate_k_multi30k_en_de"
+    shutil.copytree(REPO / "results" / sweep.name, sweep)
+    before = _files(sweep)
+    monkeypatch.delenv("RPR_NMT_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)  # the data root falls back to data/multi30k, not here
+    assert main([*options, str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rpr-nmt-report: the corpus of ")
+    assert "data/multi30k" in err and "set RPR_NMT_DATA to the folder holding multi30k/" in err
+    assert _files(sweep) == before

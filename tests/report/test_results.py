@@ -149,3 +149,17 @@ def test_an_unknown_baseline_names_the_settings(published, capsys):
     err = capsys.readouterr().err
     assert "'model.max_relative_position=3' is not a setting" in err
     assert "'model.max_relative_position=16'" in err
+
+
+def test_a_run_without_its_test_output_fails_the_report_and_writes_nothing(published, capsys):
+    # The sweep's k = 4 run stopped before its evaluation: its tests cannot be made, and a report
+    # with "-" for them would be read as "no difference".
+    sweep, _, _ = published
+    before = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
+    assert main([str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "model.max_relative_position=4,train.seed=1/hyp_test.txt is missing" in err
+    assert "--significance none" in err
+    assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
+    assert main(["--significance", "none", str(sweep)]) == 0  # the tables alone, as asked

@@ -42,7 +42,7 @@ def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
 def test_cli_writes_table_and_plot(tmp_path, capsys):
     for k, bleu in [(0, 10.0), (1, 25.0), (4, 27.0), (64, 27.5)]:
         make_run(tmp_path, k, 1, bleu)
-    assert main([str(tmp_path)]) == 0
+    assert main(["--significance", "none", str(tmp_path)]) == 0  # runs without a corpus
     assert "k=4 a^K+a^V" in (tmp_path / "report.md").read_text()
     png = tmp_path / "bleu_vs_k.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -54,7 +54,7 @@ def test_no_plot_against_k_when_the_rows_differ_in_more_than_k(tmp_path):
     # would draw a^V alone as a second k = 16 point. A plot left by earlier runs goes.
     for k, bleu in [(0, 10.0), (16, 27.0)]:
         make_run(tmp_path, k, 1, bleu)
-    assert main([str(tmp_path)]) == 0
+    assert main(["--significance", "none", str(tmp_path)]) == 0  # runs without a corpus
     assert (tmp_path / "bleu_vs_k.png").exists()
     write_run(
         tmp_path / "values_only",
@@ -62,7 +62,7 @@ def test_no_plot_against_k_when_the_rows_differ_in_more_than_k(tmp_path):
         {"max_relative_position": 16, "relative_keys": False, "relative_values": True},
         seed=1,
     )
-    assert main([str(tmp_path)]) == 0
+    assert main(["--significance", "none", str(tmp_path)]) == 0
     assert not (tmp_path / "bleu_vs_k.png").exists()
     assert "bleu_vs_k.png" not in (tmp_path / "report.md").read_text()
 
