@@ -50,7 +50,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1024,
         help="sinusoid-only models: positions in the exported table (longer inputs fail)",
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing folder")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a folder holding a previous export (no other folder)",
+    )
     args = parser.parse_args(argv)
     if args.max_positions < 1:
         parser.error(f"--max-positions must be at least 1, got {args.max_positions}")

@@ -68,6 +68,19 @@ QUANTIZATIONS = (
 )
 SENTENCEPIECE_FILE = "sentencepiece.model"
 EXPORT_INFO_FILE = "rpr_nmt_export.json"
+# What an export folder holds: CTranslate2's model, config and vocabularies, and ours.
+EXPORT_FILES = frozenset(
+    {
+        "model.bin",
+        "config.json",
+        "shared_vocabulary.json",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
+        "vocabulary.json",
+        SENTENCEPIECE_FILE,
+        EXPORT_INFO_FILE,
+    }
+)
 
 
 class ExportError(Exception):
@@ -164,6 +177,37 @@ def build_spec(model: Transformer, tokenizer: Tokenizer, *, max_positions: int =
     return spec
 
 
+def check_output_dir(output_dir: Path, *, force: bool) -> None:
+    """Refuse an output folder that exists, unless `force` and it holds a previous export alone.
+
+    --force replaces the folder whole (CTranslate2's converter deletes it first), so it is honoured
+    only for a folder of export files (EXPORT_FILES), never for a run folder, the working
+    directory or anything else that merely exists.
+
+    Raises:
+        ExportError: one line naming the folder, what is in it, and what to do.
+    """
+    if not output_dir.exists():
+        return
+    if not force:
+        raise ExportError(f"{output_dir} exists: choose another -o DIR, or pass --force")
+    if not output_dir.is_dir():
+        raise ExportError(f"{output_dir} is not a folder: choose another -o DIR")
+    foreign = sorted(p.name for p in output_dir.iterdir() if p.name not in EXPORT_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise ExportError(
+            f"{output_dir} is not a previous export (it holds {shown}): --force replaces only a "
+            "folder of rpr-nmt-export's files; choose another -o DIR"
+        )
+    if output_dir.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise ExportError(
+            f"{output_dir} is the working directory or above it: choose another -o DIR"
+        )
+
+
 def export_ctranslate2(
     model: Transformer,
     tokenizer: Tokenizer,
@@ -182,7 +226,7 @@ def export_ctranslate2(
         output_dir: the model folder to create.
         quantization: weight type, one of QUANTIZATIONS; None keeps float32.
         max_positions: rows of the absolute table (sinusoid-only models).
-        force: replace an existing output_dir.
+        force: replace an existing output_dir that holds a previous export (check_output_dir).
         info: provenance written to output_dir/rpr_nmt_export.json (checkpoint, step, ...).
 
     Returns:
@@ -190,14 +234,13 @@ def export_ctranslate2(
 
     Raises:
         ExportError: the model cannot be exported, ctranslate2 is missing, a bad quantization, or
-            output_dir exists without force.
+            output_dir exists without force, or with force is not a previous export.
     """
     check_exportable(model)  # first: a refusal does not depend on the optional package
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
     output_dir = Path(output_dir)
-    if output_dir.exists() and not force:
-        raise ExportError(f"{output_dir} exists: choose another -o DIR, or pass --force")
+    check_output_dir(output_dir, force=force)
     try:
         from ctranslate2.converters.converter import Converter
     except ImportError as e:

@@ -186,3 +186,15 @@ def test_quantization_choices_are_ctranslate2s():
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
     assert set(QUANTIZATIONS) == set(ACCEPTED_MODEL_TYPES)
+
+
+def test_force_replaces_a_previous_export(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "m"
+    assert export_main([str(tiny_checkpoint), "-o", str(out)]) == 0
+    (out / "model.bin").write_bytes(b"stale")
+    assert export_main([str(tiny_checkpoint), "-o", str(out), "--force"]) == 0
+    assert (out / "model.bin").read_bytes() != b"stale"
+    monkeypatch.chdir(out)  # a previous export, but the working directory: never deleted
+    assert export_main([str(tiny_checkpoint), "-o", ".", "--force"]) == 2
+    assert "is the working directory" in capsys.readouterr().err
+    assert (out / "rpr_nmt_export.json").is_file()

@@ -91,3 +91,28 @@ def test_missing_ctranslate2_says_how_to_install(tiny_bpe, tmp_path, monkeypatch
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     with pytest.raises(ExportError, match=r"pip install 'rpr-nmt\[export\]'"):
         export_ctranslate2(model_of(), tiny_bpe, tmp_path / "m")
+
+
+def test_force_replaces_no_folder_but_a_previous_export(
+    tiny_checkpoint, tmp_path, monkeypatch, capsys
+):
+    # Issue 31: `-o RUN_DIR --force` replaced a whole run folder (checkpoints, logs) with the
+    # export, and `-o . --force` deleted the working directory's files before crashing.
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.pt").write_bytes(b"weights")
+    (run / "train.log").write_text("log\n")
+    (run / "model.bin").write_bytes(b"an export's name among the run's files")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert export_main([str(tiny_checkpoint), "-o", str(run), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run} is not a previous export" in err
+    assert "checkpoints" in err and "train.log" in err
+    monkeypatch.chdir(run)
+    assert export_main([str(tiny_checkpoint), "-o", ".", "--force"]) == 2
+    assert "is not a previous export" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert export_main([str(tiny_checkpoint), "-o", str(tmp_path / "notes.txt"), "--force"]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    before[tmp_path / "notes.txt"] = b"mine\n"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
