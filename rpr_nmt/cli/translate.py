@@ -5,14 +5,21 @@
 
 With decode.nbest > 1 each output line is `i ||| translation ||| score` (i counts input lines from
 0, score is the length-normalised log-probability), best first. A blank input line is not decoded:
-it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Errors print one line on
-stderr and exit with status 2.
+it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Lines end at "\\n" alone
+(a form feed or U+2028 inside a line stays in it). Translations are written a window of lines at
+a time, in input order, so memory does not grow with the input. Errors print one line on stderr
+and exit with status 2; on a line that is not UTF-8, the translations of the lines before it are
+written first.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO, TextIO
 
 import hydra
 from omegaconf import DictConfig
@@ -29,53 +36,123 @@ from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import TranslateJobConfig
 
 PROG = "rpr-nmt-translate"
+# Lines translated (and held) at a time: this many batches of decode.max_sentences. Enough for
+# length-sorted batches to pad little; memory stays flat however long the input.
+WINDOW_BATCHES = 16
 
 
-def read_input(path: str) -> list[str]:
-    """Lines of a UTF-8 file, or of stdin for "-", without their line endings."""
+def open_input(path: str) -> BinaryIO:
+    """The input as bytes: stdin for "-", else the file (UsageError if it cannot be read)."""
     if path == "-":
-        return sys.stdin.read().splitlines()
+        return sys.stdin.buffer
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()
+        return open(path, "rb")
     except OSError as e:
         raise UsageError(f"cannot read input={path}: {e.strerror}") from e
 
 
-def format_output(nbest: Sequence[Sequence[tuple[str, float]]], n: int) -> list[str]:
-    """One translation per line, or `i ||| text ||| score` lines when n > 1."""
+def open_output(path: str, input_path: str) -> TextIO:
+    """The output, opened before any work so that a bad path fails at once: stdout for "-"."""
+    if path == "-":
+        return sys.stdout
+    if input_path != "-" and Path(path).resolve() == Path(input_path).resolve():
+        raise UsageError(f"output={path} is the input file: choose another output")
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write output={path}: {e.strerror}") from e
+
+
+def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """The input's lines, one at a time, split on "\\n" only (not str.splitlines, which also
+    splits on form feed, NEL and U+2028 inside a line), one trailing "\\r" removed.
+
+    Raises:
+        UsageError: a line is not valid UTF-8 (raised when that line is reached, so that the
+            lines before it can be translated first); it names the line and the byte.
+    """
+    offset = 0
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = raw[e.start : e.start + 1]
+            raise UsageError(
+                f"{name}: invalid UTF-8 on line {number} (byte offset {offset + e.start}: "
+                f"{bad!r}); the {number - 1} lines before it are translated; re-encode the input "
+                "as UTF-8"
+            ) from e
+        offset += len(raw)
+        line = line[:-1] if line.endswith("\n") else line
+        yield line[:-1] if line.endswith("\r") else line
+
+
+def windows(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    """The lines in lists of `size` (the last one shorter); when reading fails, the lines read
+    before the failure come out first, then the error is raised."""
+    window: list[str] = []
+    try:
+        for line in lines:
+            window.append(line)
+            if len(window) == size:
+                yield window
+                window = []
+    except UsageError:
+        if window:
+            yield window
+        raise
+    if window:
+        yield window
+
+
+def format_output(
+    nbest: Sequence[Sequence[tuple[str, float]]], n: int, first: int = 0
+) -> list[str]:
+    """One translation per line, or `i ||| text ||| score` lines when n > 1 (i counts from
+    `first`, the input line of nbest[0], counted from 0)."""
     if n == 1:
         return [hyps[0][0] if hyps else "" for hyps in nbest]
     return [
-        f"{i} ||| {text} ||| {score:.4f}" for i, hyps in enumerate(nbest) for text, score in hyps
+        f"{i} ||| {text} ||| {score:.4f}"
+        for i, hyps in enumerate(nbest, start=first)
+        for text, score in hyps
     ]
 
 
 def run(job: TranslateJobConfig) -> None:
-    """Read, translate, write."""
+    """Translate the input a window of lines at a time, each window written in input order
+    before the next is read."""
     from rpr_nmt.checkpoint import load_for_inference
-    from rpr_nmt.decode import translate
+    from rpr_nmt.decode import decoding_model, translate
     from rpr_nmt.model import resolve_device
 
     paths, decode = checkpoints_of(job.checkpoint), checked_decode_config(job.decode)
-    sentences = read_input(job.input)
-    device = resolve_device(decode.device)
-    model, tokenizer, _ = load_for_inference(paths, device, use_ema=use_ema(job.weights))
-    results = translate(model, tokenizer, sentences, decode)
-    texts = [
-        [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
-        for hyps in results
-    ]
-    text = "".join(line + "\n" for line in format_output(texts, decode.nbest))
-    if job.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        with open(job.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"cannot write output={job.output}: {e.strerror}") from e
+    with ExitStack() as files:
+        source = open_input(job.input)
+        if source is not sys.stdin.buffer:
+            files.callback(source.close)
+        out = open_output(job.output, job.input)
+        if out is not sys.stdout:
+            files.callback(out.close)
+        device = resolve_device(decode.device)
+        model, tokenizer, _ = load_for_inference(paths, device, use_ema=use_ema(job.weights))
+        model = decoding_model(model.eval(), decode.precision)  # cast once, not per window
+        window_cfg = replace(decode, precision="fp32")  # the model is at its precision already
+        name = "stdin" if job.input == "-" else f"input={job.input}"
+        done = 0  # input lines translated and written
+        for window in windows(read_lines(source, name), WINDOW_BATCHES * decode.max_sentences):
+            results = translate(model, tokenizer, window, window_cfg)
+            texts = [
+                [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
+                for hyps in results
+            ]
+            lines = format_output(texts, decode.nbest, first=done)
+            try:
+                out.write("".join(f"{line}\n" for line in lines))
+                out.flush()
+            except OSError as e:
+                raise UsageError(f"cannot write output={job.output}: {e.strerror}") from e
+            done += len(window)
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="translate", version_base="1.3")
