@@ -29,6 +29,7 @@ from rpr_nmt.checkpoint import (
     TrainingState,
     average_last,
     load_checkpoint,
+    run_folder_lock,
     write_step_checkpoint,
 )
 from rpr_nmt.config import TrainJobConfig
@@ -118,8 +119,9 @@ class Trainer:
         self.monitor: Monitor | None = None
         stop = self.stop_request
         stop = StopSignals(self.stop_file) if stop is None else contextlib.nullcontext(stop)
+        lock = run_folder_lock(self.run_dir) if self.ctx.is_main else contextlib.nullcontext()
         try:
-            with stop as self.signals, logging_redirect_tqdm():
+            with lock, stop as self.signals, logging_redirect_tqdm():
                 self._setup()
                 self._train()
                 return self._finish()

@@ -1,0 +1,26 @@
+"""Two trainers on one run folder: the second refuses with one line naming the first."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from rpr_nmt.checkpoint import run_folder_lock
+
+from .conftest import run_train, tiny_overrides
+
+
+def test_a_second_trainer_on_a_run_folder_refuses(corpus, cache_dir, tmp_path):
+    # Issue 31: the same command started twice trained twice into one folder, without a word.
+    run_dir = tmp_path / "run"
+    args = tiny_overrides(corpus, cache_dir, run_dir, "train.max_steps=1")
+    with run_folder_lock(run_dir):  # this process is the running trainer
+        second = run_train(args)
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert second.stderr.startswith("rpr-nmt-train: error: ") and second.stderr.count("\n") == 1
+    assert f"host {socket.gethostname()} pid {os.getpid()}" in second.stderr
+    assert not (run_dir / "checkpoints").exists()
+    done = run_train([*args, "train.evaluate_at_end=false"])  # the folder is free again
+    assert done.returncode == 0, done.stderr[-3000:]
+    with run_folder_lock(run_dir):  # and the trainer released it at its end
+        pass
