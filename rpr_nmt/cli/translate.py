@@ -34,6 +34,7 @@ from rpr_nmt.cli.common import (
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import TranslateJobConfig
+from rpr_nmt.data.textfile import BOM
 
 PROG = "rpr-nmt-translate"
 # Lines translated (and held) at a time: this many batches of decode.max_sentences. Enough for
@@ -65,7 +66,8 @@ def open_output(path: str, input_path: str) -> TextIO:
 
 def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """The input's lines, one at a time, split on "\\n" only (not str.splitlines, which also
-    splits on form feed, NEL and U+2028 inside a line), one trailing "\\r" removed.
+    splits on form feed, NEL and U+2028 inside a line), one trailing "\\r" removed, and a byte
+    order mark opening the input dropped.
 
     Raises:
         UsageError: a line is not valid UTF-8 (raised when that line is reached, so that the
@@ -73,6 +75,8 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """
     offset = 0
     for number, raw in enumerate(stream, start=1):
+        if number == 1 and raw.startswith(BOM):  # a byte order mark is not text
+            raw, offset = raw[len(BOM) :], len(BOM)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:

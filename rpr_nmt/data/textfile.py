@@ -1,8 +1,9 @@
 """Lines of local UTF-8 text files (plain or .gz), read a block at a time.
 
 Lines are split on "\\n" only (never str.splitlines, which also splits on form feeds and U+2028 and
-would misalign a pair), and one trailing "\\r" is removed. A corpus of any size is read with memory
-for one block and the lines taken from it.
+would misalign a pair), and one trailing "\\r" is removed; a byte order mark opening the file is
+not part of its first line. A corpus of any size is read with memory for one block and the lines
+taken from it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import BinaryIO
 from rpr_nmt.data.errors import DataError
 
 BLOCK_BYTES = 1 << 24  # bytes read (after decompression) per block: 16 MiB
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark: dropped at the start of a file, never text
 
 
 class LineReader:
@@ -98,20 +100,23 @@ class LineReader:
             self._rest = data  # no newline yet: a line longer than a block
         self._decoded += len(self._lines)
         view = memoryview(data)[:cut]
-        self._lines, self._next = self._decode(view).split("\n"), 0
+        skip = len(BOM) if self._offset == 0 and bytes(view[: len(BOM)]) == BOM else 0
+        self._lines, self._next = self._decode(view[skip:], skip).split("\n"), 0
         if data.find(b"\r", 0, cut) >= 0:  # CRLF line endings
             self._lines = [x[:-1] if x.endswith("\r") else x for x in self._lines]
         self._offset += cut + 1
         return True
 
-    def _decode(self, data: memoryview) -> str:
+    def _decode(self, data: memoryview, skipped: int = 0) -> str:
+        """The block's text; `skipped` bytes before `data` were dropped (a BOM)."""
         try:
             return str(data, "utf-8")
         except UnicodeDecodeError as e:
             line = self._decoded + bytes(data[: e.start]).count(b"\n") + 1
+            byte = self._offset + skipped + e.start
             raise DataError(
                 f"{self.path}: invalid UTF-8 on line {line} "
-                f"(byte {self._offset + e.start}: {bytes(data[e.start : e.start + 4])!r}); "
+                f"(byte {byte}: {bytes(data[e.start : e.start + 4])!r}); "
                 "re-encode the file as UTF-8"
             ) from e
 
