@@ -184,6 +184,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(
             f"checkpoint not found: {path} (a training run writes them to RUN_DIR/checkpoints/*.pt)"
         )
+    if path.stat().st_size == 0:
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: the file is empty (0 bytes), as a copy, download or "
+            "save that never wrote leaves it; copy it again, or use another checkpoint"
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:  # not torch.save's format, or objects beyond plain data
@@ -192,7 +197,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"(loading only plain data and tensors: {_unpickler_reason(e)})"
         ) from e
     except Exception as e:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"cannot read checkpoint {path}: {str(e).strip()}") from e
+        reason = str(e).strip() or type(e).__name__  # some carry no message at all
+        raise CheckpointError(f"cannot read checkpoint {path}: {reason}") from e
     return TrainingState.from_dict(state, path)
 
 

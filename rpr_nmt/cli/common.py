@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths
-from rpr_nmt.cli.config_store import to_job_config
+from rpr_nmt.cli.config_store import to_job_config, unknown_settings
 from rpr_nmt.config import MISSING, DecodeConfig
 from rpr_nmt.data import DataError
 
@@ -24,6 +24,8 @@ def job_config(cfg: DictConfig) -> Any:
     """The composed config as its dataclass; a missing checkpoint= is a UsageError, not a trace."""
     if OmegaConf.is_missing(cfg, "checkpoint"):
         checkpoints_of(None)
+    if problem := unknown_settings(cfg):  # keys added with +key=..., else silently ignored
+        raise UsageError(problem)
     return to_job_config(cfg)
 
 

@@ -9,6 +9,7 @@ interpolation resolved.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,51 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("or_default"):
         # Run folders are named after the overrides; an empty override list gets a name too.
         OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
+
+
+def unknown_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted keys of `cfg` that its schema has no field for: what a `+key=value` override added
+    and OmegaConf.to_object would silently drop (e.g. `+model.d_model=64` on rpr-nmt-evaluate)."""
+    schema = OmegaConf.get_type(cfg)
+    if not dataclasses.is_dataclass(schema):
+        return []
+    names = {f.name for f in dataclasses.fields(schema)}
+    found = []
+    for key in cfg:
+        if key not in names:
+            value = cfg[key]
+            leaves = (
+                _leaf_keys(OmegaConf.to_container(value)) if isinstance(value, DictConfig) else [""]
+            )
+            found += [f"{prefix}{key}{leaf}" for leaf in leaves]
+        elif dataclasses.is_dataclass(OmegaConf.get_type(cfg, key)):
+            found += unknown_keys(cfg[key], f"{prefix}{key}.")
+    return found
+
+
+def unknown_settings(cfg: DictConfig) -> str:
+    """One line naming the keys of `cfg` its schema lacks (unknown_keys) and the settings it has;
+    "" when every key is known."""
+    unknown = unknown_keys(cfg)
+    if not unknown:
+        return ""
+    settings = ", ".join(f.name for f in dataclasses.fields(OmegaConf.get_type(cfg)))
+    return (
+        f"{', '.join(unknown)}: not a setting of this command, it would be ignored (the settings "
+        f"are {settings}; a checkpoint's model is the one it was trained with): remove it"
+    )
+
+
+def _leaf_keys(tree: dict) -> list[str]:
+    """ ".a.b" for every leaf of a nested dict."""
+    leaves = []
+    for key, value in tree.items():
+        leaves += (
+            [f".{key}{leaf}" for leaf in _leaf_keys(value)]
+            if isinstance(value, dict)
+            else [f".{key}"]
+        )
+    return leaves
 
 
 def to_job_config(cfg: DictConfig) -> Any:

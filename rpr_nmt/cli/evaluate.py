@@ -63,12 +63,20 @@ def data_config(job: EvaluateJobConfig, trained_on: DataConfig) -> DataConfig:
     """The corpus to read: data=... when given, else the checkpoint's; at data_root when given.
 
     Raises:
-        DataError: the checkpoint's local corpus folder is not on this machine and no data_root
-            says where it is now.
+        DataError: data=... is another language pair than the checkpoint's, or the checkpoint's
+            local corpus folder is not on this machine and no data_root says where it is now.
     """
     from rpr_nmt.data import DataError
 
     data_cfg = job.data if job.data is not None else trained_on
+    pair = f"{data_cfg.src_lang}-{data_cfg.tgt_lang}"
+    trained_pair = f"{trained_on.src_lang}-{trained_on.tgt_lang}"
+    if pair != trained_pair:  # a model scores near 0 on another pair: a mistake, not a measure
+        raise DataError(
+            f"data={data_cfg.name} is {pair}, but the checkpoint translates {trained_pair} "
+            f"(trained on {trained_on.name}): evaluate on {trained_pair} data, e.g. "
+            f"data={trained_on.name}"
+        )
     if job.data_root is not None:
         return replace(data_cfg, root=job.data_root)
     if job.data is None and data_cfg.source == "local" and not Path(data_cfg.root).is_dir():

@@ -248,3 +248,23 @@ def test_translate_stops_at_invalid_utf8_after_writing_the_lines_before(tiny_run
     assert out.stderr.count("\n") == 1
     assert f"invalid UTF-8 on line 21 (byte offset {13 * 20 + 4}: b'\\xff')" in out.stderr
     assert written.count("\n") == 20
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["CKPT", "+model.d_model=64"], "model.d_model: not a setting of this command"),
+        (["CKPT", "data=multi30k_en_fr"], "data=multi30k_en_fr is en-fr, but the checkpoint"),
+        (["checkpoint=empty.pt"], "empty.pt: the file is empty (0 bytes)"),
+    ],
+    ids=["model_override_on_evaluate", "other_language_pair", "zero_byte_checkpoint"],
+)
+def test_evaluate_refuses_what_it_would_ignore_or_get_wrong(tiny_run, tmp_path, args, message):
+    # Issue 31, item 7: `+model.d_model=64` was accepted and ignored; an en-de model was scored on
+    # en-fr without a word; a zero-byte checkpoint's error ended in an empty reason.
+    (tmp_path / "empty.pt").write_bytes(b"")
+    args = [f"checkpoint={tiny_run['a']}" if a == "CKPT" else a for a in args]
+    out = cli("evaluate", *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("rpr-nmt-evaluate: error: ") and out.stderr.count("\n") == 1
+    assert message in out.stderr
