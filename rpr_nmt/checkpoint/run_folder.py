@@ -131,6 +131,10 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
     Returns the newest checkpoint's state (by step) with the averaged weights (and averaged weight
     averages when every checkpoint has one), and without optimizer, scheduler and scaler state,
     since an averaged model has none that match.
+
+    Raises:
+        CheckpointError: a checkpoint holds another model (parameter names or shapes) or another
+            BPE model than the first; the message names both files.
     """
     if not paths:
         raise CheckpointError("no checkpoints given to average")
@@ -141,6 +145,11 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
             s.model[n].shape != t.shape for n, t in reference.items()
         ):
             raise CheckpointError(f"{p} holds another model than {paths[0]}: cannot average")
+        if s.bpe_model != states[0].bpe_model:  # the same shapes, but token i is another piece
+            raise CheckpointError(
+                f"{p} and {paths[0]} have different BPE models, so the same row of their "
+                "embeddings stands for different pieces: average checkpoints of one run"
+            )
     averaged = {}
     for name, tensor in reference.items():
         if tensor.is_floating_point():

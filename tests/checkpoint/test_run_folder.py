@@ -12,6 +12,7 @@ from rpr_nmt.checkpoint import (
     average_checkpoints,
     checkpoint_paths,
     load_checkpoint,
+    save_checkpoint,
     step_checkpoints,
     write_step_checkpoint,
 )
@@ -57,3 +58,18 @@ def test_checkpoint_paths_takes_files_and_run_directories(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="neither a checkpoint file nor a run directory"):
         checkpoint_paths([tmp_path / "empty"])
+
+
+def test_average_refuses_checkpoints_of_different_bpe_models(tmp_path, capsys):
+    # Issue 31, item 7: the same shapes, but another BPE model: rpr-nmt-average averaged them.
+    from rpr_nmt.cli import average
+
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    save_checkpoint(replace(small_state(1), model={"w": torch.zeros(2)}), a)
+    other = replace(small_state(2), model={"w": torch.ones(2)}, bpe_model=b"another bpe model")
+    save_checkpoint(other, b)
+    assert load_checkpoint(a).bpe_model != load_checkpoint(b).bpe_model
+    assert average.main([str(a), str(b), "-o", str(tmp_path / "avg.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{b} and {a} have different BPE models" in err
+    assert not (tmp_path / "avg.pt").exists()
