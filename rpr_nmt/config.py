@@ -19,7 +19,7 @@ reads it back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # OmegaConf reads this string as "a value the user must give" (omegaconf.MISSING).
@@ -69,6 +69,19 @@ class ModelConfig:
     share_relative_across_layers: bool = False  # one set of tables for all layers of a stack
     tie_embeddings: bool = True  # one matrix for src/tgt embeddings and output
     pre_norm: bool = True  # LayerNorm before each sublayer (tensor2tensor), else after
+    # Positions on two axes (docs/architecture.md): one absolute method beside the embeddings, one
+    # relative method inside self-attention (encoder and decoder; cross-attention has none). The
+    # sinusoid and Shaw keep their published switches above (sinusoidal, k), so runs and checkpoints
+    # from before the axes read as absolute_positions=sinusoid, relative_positions=shaw. A switch
+    # of one method set beside another method is refused (rpr_nmt/model/positions/setting.py).
+    absolute_positions: str = "sinusoid"  # sinusoid (added when sinusoidal=true) | learned | none
+    max_positions: int = 1024  # learned: rows of the position table, i.e. the longest input
+    relative_positions: str = "shaw"  # shaw (on when k > 0) | rope | alibi | t5 | none
+    rope_base: float = 10000.0  # rope: theta_i = base^(-2i / rope_dims); 10000 in Su et al.
+    rope_dims: int | None = None  # rope: features rotated per head (even); null = all of d_head
+    rope_layout: str = "interleaved"  # rope: rotated pairs (2i, 2i+1) "interleaved" or "halves"
+    t5_num_buckets: int = 32  # t5: buckets of j - i (both signs together in the encoder); 32
+    t5_max_distance: int = 128  # t5: distances from here on share the last bucket; 128 in T5
 
 
 @dataclass
@@ -143,6 +156,33 @@ class TranslateJobConfig:
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def position_methods(model: ModelConfig | dict[str, Any]) -> tuple[str, str]:
+    """The (absolute, relative) methods a model config puts to work, "none" where it has none.
+
+    The published switches decide for the sinusoid and Shaw: absolute_positions=sinusoid adds
+    nothing unless sinusoidal=true, and relative_positions=shaw learns nothing with k = 0 or with
+    both a^K and a^V off. Takes a ModelConfig or the plain data of one (a run folder's stored
+    config, a checkpoint's); keys it lacks read as the defaults, i.e. as before the axes existed.
+
+    Returns:
+        (absolute, relative), e.g. ("sinusoid", "none"), ("none", "shaw"), ("learned", "rope").
+    """
+    values = model if isinstance(model, dict) else asdict(model)
+    default = ModelConfig()
+
+    def get(key: str) -> Any:
+        value = values.get(key)
+        return getattr(default, key) if value is None else value
+
+    absolute, relative = get("absolute_positions"), get("relative_positions")
+    if absolute == "sinusoid" and not get("sinusoidal"):
+        absolute = "none"
+    shaw_terms = get("relative_keys") or get("relative_values")
+    if relative == "shaw" and not (int(get("max_relative_position")) > 0 and shaw_terms):
+        relative = "none"
+    return absolute, relative
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}

@@ -84,6 +84,7 @@ def relative_attention(
     key_padding_mask: Tensor | None = None,
     q_offset: int = 0,
     dropout_p: float = 0.0,
+    bias: Tensor | None = None,
 ) -> Tensor:
     """Scaled dot-product attention with the paper's relative position terms (eq. 3 and 4).
 
@@ -99,12 +100,15 @@ def relative_attention(
         key_padding_mask: True where a key is padding; such keys get zero weight.
         q_offset: absolute position of the first query; keys start at position 0.
         dropout_p: dropout on the attention weights alpha (pass 0.0 in evaluation).
+        bias: another relative method's term added to the logits (ALiBi, T5: positions/terms.py),
+            for queries from q_offset and keys from 0; shared by the batch. None = no bias.
 
     Returns:
         z, the attention output per head.
 
     Shapes:
-        q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); returns (B, H, Tq, Dh).
+        q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); bias: (H, Tq, Tk);
+        returns (B, H, Tq, Dh).
     """
     B, H, Tq, Dh = q.shape
     Tk = k.size(-2)
@@ -116,8 +120,13 @@ def relative_attention(
         rel_keys = rel_values = None
     relative = rel_keys is not None or rel_values is not None
     mask = dict(causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset)  # hidden keys
-    if fused_kernel_applies(Tq, relative=relative):
-        return fused_attention(q, k, v, **mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
+    if bias is not None:
+        bias = bias.to(q.dtype)  # (H, Tq, Tk)
+    # A learned bias (T5's) joins the tables on this path: as SDPA's float mask with gradients it
+    # would take SDPA's unfused math path on CPU, as a^K does (fused_kernel_applies).
+    learned_bias = bias is not None and bias.requires_grad
+    if fused_kernel_applies(Tq, relative=relative or learned_bias):
+        return fused_attention(q, k, v, **mask, dropout_p=dropout_p, bias=bias)  # (B, H, Tq, Dh)
     hidden = hidden_keys(Tq, Tk, **mask, device=q.device)  # (B or 1, 1, Tq, Tk) or None
     if relative:
         # Only table rows first..last occur: slice the tables to (R', Dh) or (H, R', Dh), and
@@ -131,6 +140,8 @@ def relative_attention(
 
     # (1) Content logits, eq. 4 first term: q_i . k_j / sqrt(Dh).
     logits = q @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
+    if bias is not None:  # another method's position term (ALiBi, T5), on the scaled logits
+        logits += bias  # (B, H, Tq, Tk)
 
     # (2) Position logits, eq. 4 second term: q_i . a^K_ij / sqrt(Dh), gathered from the
     # products with every table row: (q_i . w^K^T)[r_ij] / sqrt(Dh).

@@ -44,28 +44,38 @@ def fused_attention(
     key_padding_mask: Tensor | None,
     q_offset: int,
     dropout_p: float,
+    bias: Tensor | None = None,
 ) -> Tensor:
-    """Plain attention softmax(q k^T / sqrt(Dh)) v through F.scaled_dot_product_attention.
+    """Plain attention softmax(q k^T / sqrt(Dh) + bias) v through F.scaled_dot_product_attention.
 
-    Arguments as relative_attention's. A full causal square without padding uses SDPA's is_causal
-    (no mask tensor at all).
+    Arguments as relative_attention's. A full causal square without padding or bias uses SDPA's
+    is_causal (no mask tensor at all). A bias becomes SDPA's float mask, -inf on hidden keys, so
+    that they keep exactly zero weight.
 
     Shapes:
-        q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); returns (B, H, Tq, Dh).
+        q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); bias: (H, Tq, Tk);
+        returns (B, H, Tq, Dh).
     """
     Tq, Tk = q.size(-2), k.size(-2)
-    plain_causal = causal and key_padding_mask is None and q_offset == 0 and Tq == Tk
+    plain_causal = (
+        causal and key_padding_mask is None and q_offset == 0 and Tq == Tk and bias is None
+    )
     hidden = None
     if not plain_causal:
         hidden = hidden_keys(
             Tq, Tk, causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset,
             device=q.device,
         )  # fmt: skip
+    mask = None if hidden is None else ~hidden  # (B or 1, 1, Tq, Tk), True = visible
+    if bias is not None:
+        mask = bias[None]  # (1, H, Tq, Tk)
+        if hidden is not None:
+            mask = mask.masked_fill(hidden, float("-inf"))  # (B or 1, H, Tq, Tk)
     return F.scaled_dot_product_attention(
         q,
         k,
         v,
-        attn_mask=None if hidden is None else ~hidden,
+        attn_mask=mask,
         dropout_p=dropout_p,
         is_causal=plain_causal,
     )  # (B, H, Tq, Dh)

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.model.dropout import Dropout
+from rpr_nmt.model.positions.learned import LearnedPositions
 
 __all__ = ["TokenEmbedding", "sinusoidal_encoding"]
 
@@ -43,16 +44,27 @@ class TokenEmbedding(nn.Module):
     The lookup table is passed in, so that source, target and output projection can share one.
     """
 
-    def __init__(self, table: nn.Embedding, *, dropout: float, sinusoidal: bool) -> None:
+    def __init__(
+        self,
+        table: nn.Embedding,
+        *,
+        dropout: float,
+        sinusoidal: bool,
+        learned: LearnedPositions | None = None,
+    ) -> None:
         """Args:
         table: the (V, D) embedding, possibly shared.
         dropout: dropout on the summed embedding.
         sinusoidal: add the absolute sinusoidal encoding (the paper's relative models do not).
+        learned: a learned position table to add instead (positions/learned.py); None = none.
         """
         super().__init__()
+        if sinusoidal and learned is not None:
+            raise ValueError("the sinusoid and learned positions are two absolute methods")
         self.table = table
         self.scale = math.sqrt(table.embedding_dim)
         self.sinusoidal = sinusoidal
+        self.learned = learned  # a submodule only when given: other models' state is unchanged
         self.dropout = Dropout(dropout)
 
     def forward(self, tokens: Tensor, first_position: int = 0) -> Tensor:
@@ -67,4 +79,6 @@ class TokenEmbedding(nn.Module):
                 first_position, first_position + tokens.size(1), device=tokens.device
             )
             x = x + sinusoidal_encoding(positions, x.size(-1)).to(x.dtype)
+        if self.learned is not None:
+            x = x + self.learned(tokens.size(1), first_position).to(x.dtype)  # (B, T, D)
         return self.dropout(x)

@@ -21,6 +21,7 @@ from rpr_nmt.model.multihead import (
     RelativePositions,
     RelativeTables,
 )
+from rpr_nmt.model.positions.terms import PositionTerms
 
 __all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "SublayerNorm"]
 
@@ -100,9 +101,14 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = SublayerNorm(d_model, pre_norm)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """Shapes: x (B, S, D), padding_mask (B, S) True = pad; returns (B, S, D)."""
-        h, _ = self.self_attn(self.attn_norm.before(x), key_padding_mask=padding_mask)
+    def forward(
+        self, x: Tensor, padding_mask: Tensor | None = None, terms: PositionTerms | None = None
+    ) -> Tensor:
+        """Shapes: x (B, S, D), padding_mask (B, S) True = pad; returns (B, S, D).
+
+        terms: the self-attention's relative method (RoPE, ALiBi, T5), None for Shaw or none.
+        """
+        h, _ = self.self_attn(self.attn_norm.before(x), key_padding_mask=padding_mask, terms=terms)
         x = self.attn_norm.after(x + self.dropout(h))
         h = self.ffn(self.ffn_norm.before(x))
         return self.ffn_norm.after(x + self.dropout(h))
@@ -153,6 +159,7 @@ class DecoderLayer(nn.Module):
         *,
         self_cache: KeyValueCache | None = None,
         q_offset: int = 0,
+        terms: PositionTerms | None = None,
     ) -> tuple[Tensor, KeyValueCache, KeyValueCache]:
         """Run the layer on new target positions q_offset .. q_offset + T - 1.
 
@@ -162,6 +169,8 @@ class DecoderLayer(nn.Module):
             memory_padding_mask: True where the source is padding.
             self_cache: keys and values of positions 0 .. q_offset - 1.
             q_offset: absolute position of x's first token.
+            terms: self-attention's relative method at these positions (RoPE, ALiBi, T5); None
+                for Shaw (the attention's own tables) or none. Cross-attention has none.
 
         Returns:
             (output, self-attention keys/values of all positions so far, memory keys/values).
@@ -171,7 +180,7 @@ class DecoderLayer(nn.Module):
             consecutive rows of x (beams) share one source sentence; output (B, T, D).
         """
         h, self_kv = self.self_attn(
-            self.self_attn_norm.before(x), cache=self_cache, q_offset=q_offset
+            self.self_attn_norm.before(x), cache=self_cache, q_offset=q_offset, terms=terms
         )
         x = self.self_attn_norm.after(x + self.dropout(h))
         h, memory_kv = self.cross_attn(

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from rpr_nmt.model.attention import relative_attention
 from rpr_nmt.model.cache import KeyValueCache
+from rpr_nmt.model.positions.terms import PositionTerms
 
 __all__ = ["RelativeMultiheadAttention", "RelativePositions", "RelativeTables"]
 
@@ -171,6 +172,7 @@ class RelativeMultiheadAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         cache: KeyValueCache | None = None,
         q_offset: int = 0,
+        terms: PositionTerms | None = None,
     ) -> tuple[Tensor, KeyValueCache]:
         """Attend from x to itself (memory=None) or to a memory.
 
@@ -180,6 +182,9 @@ class RelativeMultiheadAttention(nn.Module):
             key_padding_mask: True where a key is padding.
             cache: self-attention only: keys and values of earlier positions, put before the new.
             q_offset: absolute position of x's first token (the cache length when decoding).
+            terms: self-attention only: another relative method's rotation of the queries and new
+                keys, or bias on the logits, at these positions (positions/terms.py). Keys enter
+                the cache rotated, at their own positions.
 
         Returns:
             (output, keys_values): the attention output, and the keys and values attended over (in
@@ -195,8 +200,14 @@ class RelativeMultiheadAttention(nn.Module):
             cross-attention, (B, Tk) in self-attention; output (B, Tq, D).
         """
         B, Tq, D = x.shape
+        if memory is not None and terms is not None:
+            raise ValueError("cross-attention takes no position terms (none in any method)")
+        rotation = None if terms is None else terms.rotation
         if memory is None:
-            kv = KeyValueCache(self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x)))
+            keys = self.split_heads(self.k_proj(x))  # (B, H, Tq, Dh): the new positions' keys
+            if rotation is not None:
+                keys = rotation(keys)  # RoPE: rotated once, at their own positions
+            kv = KeyValueCache(keys, self.split_heads(self.v_proj(x)))
             if cache is not None:
                 kv = cache.append(kv.keys, kv.values)  # (B, H, Tk, Dh)
         else:
@@ -206,6 +217,8 @@ class RelativeMultiheadAttention(nn.Module):
                 raise ValueError(f"{B} query rows cannot share {rows} memory rows in equal groups")
             x = x.reshape(rows, -1, D)  # (B / G, G * Tq, D): one row per memory row
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, Dh); grouped: (B / G, H, G * Tq, Dh)
+        if rotation is not None:
+            q = rotation(q)  # RoPE: queries at q_offset onwards
         dtype = q.dtype
         z = relative_attention(
             q,
@@ -218,6 +231,7 @@ class RelativeMultiheadAttention(nn.Module):
             key_padding_mask=key_padding_mask,
             q_offset=q_offset,
             dropout_p=self.attention_dropout if self.training else 0.0,
+            bias=None if terms is None else terms.bias,
         )  # (B, H, Tq, Dh)
         out = z.transpose(1, 2).reshape(B, Tq, D).to(x.dtype)  # (B, Tq, D), groups split again
         return self.out_proj(out), kv

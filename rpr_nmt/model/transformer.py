@@ -4,9 +4,10 @@ Shape legend (batch-first everywhere):
     B batch, S source length, T target length, H heads, Dh head dim, D model dim (H * Dh),
     V vocabulary, R = 2k + 1 relative positions (k = max_relative_position), N beam.
 
-Relative positions (attention.py) live in encoder self-attention and causal decoder self-attention
-only; encoder-decoder attention has none. Without them, and without the sinusoid, the model sees no
-word order.
+Positions on two axes: an absolute method beside the embeddings (the sinusoid, a learned table,
+none) and a relative method in encoder self-attention and causal decoder self-attention (Shaw's
+tables in attention.py; RoPE, ALiBi, T5's buckets in positions/; none); encoder-decoder attention
+has none. With neither, the model sees no word order.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from rpr_nmt.model.cache import DecoderCache
 from rpr_nmt.model.embeddings import TokenEmbedding
 from rpr_nmt.model.layers import DecoderLayer, EncoderLayer
 from rpr_nmt.model.multihead import RelativePositions
+from rpr_nmt.model.positions.learned import LearnedPositions
+from rpr_nmt.model.positions.setting import position_problem
+from rpr_nmt.model.positions.terms import PositionTerms, RelativeTerms
 
 __all__ = ["Decoder", "Encoder", "EncoderOutput", "Transformer", "build_model"]
 
@@ -45,10 +49,15 @@ class EncoderOutput:
 
 
 class _Stack(nn.Module):
-    """Embedding, the layers, and for pre-norm a final LayerNorm."""
+    """Embedding, the layers, for pre-norm a final LayerNorm, and the relative method's terms."""
 
     def __init__(
-        self, *, embedding: TokenEmbedding, layers: list[nn.Module], pre_norm: bool
+        self,
+        *,
+        embedding: TokenEmbedding,
+        layers: list[nn.Module],
+        pre_norm: bool,
+        relative_terms: RelativeTerms | None = None,
     ) -> None:
         super().__init__()
         self.embed = embedding
@@ -56,6 +65,15 @@ class _Stack(nn.Module):
         # Pre-norm leaves the residual stream unnormalised: normalise once at the top of the stack.
         d_model = embedding.table.embedding_dim
         self.final_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
+        self.relative_terms = relative_terms  # a submodule only for rope, alibi and t5
+
+    def position_terms(
+        self, q_len: int, k_len: int, q_offset: int, device: torch.device
+    ) -> list[PositionTerms | None]:
+        """Each layer's self-attention terms of this forward, built once (positions/terms.py)."""
+        if self.relative_terms is None:  # shaw (the attention's own tables) or none
+            return [None] * len(self.layers)
+        return self.relative_terms(q_len, k_len, q_offset, device)
 
 
 class Encoder(_Stack):
@@ -64,8 +82,9 @@ class Encoder(_Stack):
     def forward(self, src: Tensor, padding_mask: Tensor) -> Tensor:
         """Shapes: src (B, S), padding_mask (B, S) True = pad; returns memory (B, S, D)."""
         x = self.embed(src)  # (B, S, D)
-        for layer in self.layers:
-            x = layer(x, padding_mask)
+        S = src.size(1)
+        for layer, terms in zip(self.layers, self.position_terms(S, S, 0, src.device)):
+            x = layer(x, padding_mask, terms)
         return self.final_norm(x)
 
 
@@ -90,14 +109,17 @@ class Decoder(_Stack):
         """
         start = 0 if cache is None else cache.length
         x = self.embed(tgt, first_position=start)  # (B, T, D)
+        T = tgt.size(1)
+        all_terms = self.position_terms(T, start + T, start, tgt.device)  # keys: cache + new
         self_kvs, memory_kvs = [], []
-        for i, layer in enumerate(self.layers):
+        for i, (layer, terms) in enumerate(zip(self.layers, all_terms)):
             x, self_kv, memory_kv = layer(
                 x,
                 encoder_out.memory if cache is None else cache.cross_attn[i],
                 encoder_out.padding_mask,
                 self_cache=None if cache is None else cache.self_attn[i],
                 q_offset=start,
+                terms=terms,
             )
             self_kvs.append(self_kv)
             memory_kvs.append(memory_kv)
@@ -105,11 +127,14 @@ class Decoder(_Stack):
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer with relative position representations (Shaw et al. 2018).
+    """Encoder-decoder Transformer with relative position representations (Shaw et al. 2018), or
+    another position method on either axis (absolute, relative: ModelConfig).
 
     Keyword arguments: one per ModelConfig field (rpr_nmt/config.py; build_model maps them), except
     that max_relative_position, relative_keys, relative_values and share_relative_across_heads
-    come as one RelativePositions, `relative`; plus vocab_size, pad_id and attention_dtype.
+    come as one RelativePositions, `relative`; plus vocab_size, pad_id and attention_dtype. The
+    position fields added with the two axes default to the methods of earlier models (sinusoid
+    and Shaw, under their switches `sinusoidal` and `relative`).
     """
 
     def __init__(
@@ -130,17 +155,41 @@ class Transformer(nn.Module):
         tie_embeddings: bool,
         pre_norm: bool,
         attention_dtype: torch.dtype | None = None,
+        absolute_positions: str = "sinusoid",
+        max_positions: int = 1024,
+        relative_positions: str = "shaw",
+        rope_base: float = 10000.0,
+        rope_dims: int | None = None,
+        rope_layout: str = "interleaved",
+        t5_num_buckets: int = 32,
+        t5_max_distance: int = 128,
     ) -> None:
         """Args: see ModelConfig in rpr_nmt/config.py (one argument per field, but `relative`:
-        the relative positions of every self-attention, see RelativePositions), and
+        Shaw's relative positions of every self-attention, see RelativePositions), and
         vocab_size: V, the joint source/target vocabulary; pad_id: the padding token id;
         attention_dtype: precision of the attention arithmetic and the decoding cache, None = the
-        input's (see RelativeMultiheadAttention and recast)."""
+        input's (see RelativeMultiheadAttention and recast).
+
+        Raises:
+            ValueError: a position setting that makes no sense (positions/setting.py), in one line
+                naming the model.* keys.
+        """
         # First of all, while the locals are exactly the arguments: recast builds a copy from them.
         arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        problem = position_problem(
+            d_head=d_model // n_heads, absolute_positions=absolute_positions,
+            sinusoidal=sinusoidal, max_positions=max_positions,
+            relative_positions=relative_positions, max_relative_position=relative.k,
+            share_relative_across_heads=relative.share_across_heads,
+            share_relative_across_layers=share_relative_across_layers, rope_base=rope_base,
+            rope_dims=rope_dims, rope_layout=rope_layout, t5_num_buckets=t5_num_buckets,
+            t5_max_distance=t5_max_distance,
+        )  # fmt: skip
+        if problem:
+            raise ValueError(problem)
         self.arguments: dict[str, Any] = arguments
         self.pad_id = pad_id
         self.vocab_size = vocab_size
@@ -170,15 +219,37 @@ class Transformer(nn.Module):
             if tie_embeddings
             else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         )
+
+        def embedding(table: nn.Embedding) -> TokenEmbedding:
+            """One stack's embedding with its absolute positions: the sinusoid, a table, none."""
+            learned = None
+            if absolute_positions == "learned":
+                learned = LearnedPositions(max_positions, d_model)
+            return TokenEmbedding(table, dropout=dropout, sinusoidal=sinusoidal, learned=learned)
+
+        def relative_terms(n_layers: int, *, causal: bool) -> RelativeTerms | None:
+            """One stack's RoPE, ALiBi or T5 terms; None for Shaw (in the attention) and none."""
+            if relative_positions not in ("rope", "alibi", "t5"):
+                return None
+            return RelativeTerms(
+                method=relative_positions, n_layers=n_layers, n_heads=n_heads,
+                d_head=d_model // n_heads, causal=causal,
+                share_across_layers=share_relative_across_layers, rope_base=rope_base,
+                rope_dims=rope_dims, rope_layout=rope_layout, t5_num_buckets=t5_num_buckets,
+                t5_max_distance=t5_max_distance,
+            )  # fmt: skip
+
         self.encoder = Encoder(
-            embedding=TokenEmbedding(src_embedding, dropout=dropout, sinusoidal=sinusoidal),
+            embedding=embedding(src_embedding),
             layers=layer_stack(EncoderLayer, n_encoder_layers),
             pre_norm=pre_norm,
+            relative_terms=relative_terms(n_encoder_layers, causal=False),
         )
         self.decoder = Decoder(
-            embedding=TokenEmbedding(tgt_embedding, dropout=dropout, sinusoidal=sinusoidal),
+            embedding=embedding(tgt_embedding),
             layers=layer_stack(DecoderLayer, n_decoder_layers),
             pre_norm=pre_norm,
+            relative_terms=relative_terms(n_decoder_layers, causal=True),
         )
         self.output_projection = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:
@@ -303,4 +374,12 @@ def build_model(
         tie_embeddings=cfg.tie_embeddings,
         pre_norm=cfg.pre_norm,
         attention_dtype=attention_dtype,
+        absolute_positions=cfg.absolute_positions,
+        max_positions=cfg.max_positions,
+        relative_positions=cfg.relative_positions,
+        rope_base=cfg.rope_base,
+        rope_dims=cfg.rope_dims,
+        rope_layout=cfg.rope_layout,
+        t5_num_buckets=cfg.t5_num_buckets,
+        t5_max_distance=cfg.t5_max_distance,
     )

@@ -12,6 +12,7 @@ import torch
 
 from rpr_nmt.config import ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import BatchIterator, Tokenizer, prepare_data, read_parallel_text
+from rpr_nmt.model.positions import position_problem
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import SettingsError
 
@@ -53,6 +54,17 @@ def check_model_settings(cfg: ModelConfig) -> None:
     for key in ("dropout", "attention_dropout"):
         if not 0 <= getattr(cfg, key) < 1:
             raise SettingsError(f"model.{key}={getattr(cfg, key)} must be in [0, 1)")
+    problem = position_problem(
+        d_head=cfg.d_model // cfg.n_heads, absolute_positions=cfg.absolute_positions,
+        sinusoidal=cfg.sinusoidal, max_positions=cfg.max_positions,
+        relative_positions=cfg.relative_positions, max_relative_position=cfg.max_relative_position,
+        share_relative_across_heads=cfg.share_relative_across_heads,
+        share_relative_across_layers=cfg.share_relative_across_layers, rope_base=cfg.rope_base,
+        rope_dims=cfg.rope_dims, rope_layout=cfg.rope_layout, t5_num_buckets=cfg.t5_num_buckets,
+        t5_max_distance=cfg.t5_max_distance,
+    )  # fmt: skip
+    if problem:  # the combinations of position methods that make no sense, named
+        raise SettingsError(problem)
 
 
 def seed_everything(seed: int) -> None:

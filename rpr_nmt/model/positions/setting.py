@@ -1,0 +1,94 @@
+"""Which position methods a model may combine, and the one-line refusal of those it may not.
+
+Positions sit on two axes (ModelConfig in rpr_nmt/config.py): an absolute method beside the
+embeddings (sinusoid, learned, none) and a relative method inside self-attention (shaw, rope, alibi,
+t5, none). Any absolute method goes with any relative one: the paper's "both" is sinusoid + shaw,
+and sinusoid + rope or learned + alibi are as expressible. What is refused is a switch or option
+that would silently do nothing or build something else than the config says:
+
+    sinusoidal=true with absolute_positions learned or none      (the sinusoid is another method)
+    max_relative_position > 0 with relative_positions not shaw  (k is Shaw's, not this method's)
+    share_relative_across_heads=true with t5                    (T5 learns a scalar per head)
+    share_relative_across_layers=true with rope or alibi        (nothing learnt to share)
+    an option out of its range (max_positions, rope_dims, rope_base, rope_layout, t5_*)
+
+Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
+as they always did.
+"""
+
+from __future__ import annotations
+
+ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
+RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
+ROPE_LAYOUTS = ("interleaved", "halves")
+
+__all__ = ["ABSOLUTE_METHODS", "RELATIVE_METHODS", "ROPE_LAYOUTS", "position_problem"]
+
+
+def position_problem(
+    *,
+    d_head: int,
+    absolute_positions: str,
+    sinusoidal: bool,
+    max_positions: int,
+    relative_positions: str,
+    max_relative_position: int,
+    share_relative_across_heads: bool,
+    share_relative_across_layers: bool,
+    rope_base: float,
+    rope_dims: int | None,
+    rope_layout: str,
+    t5_num_buckets: int,
+    t5_max_distance: int,
+) -> str | None:
+    """What is wrong with a position setting, in one line naming the model.* keys; None if fine.
+
+    Args: the ModelConfig fields of the same names, and d_head, the width of one head (d_model /
+    n_heads), which bounds rope_dims.
+    """
+    absolute, relative, k = absolute_positions, relative_positions, max_relative_position
+    if absolute not in ABSOLUTE_METHODS:
+        return f"model.absolute_positions={absolute!r}: use one of {', '.join(ABSOLUTE_METHODS)}"
+    if relative not in RELATIVE_METHODS:
+        return f"model.relative_positions={relative!r}: use one of {', '.join(RELATIVE_METHODS)}"
+    if sinusoidal and absolute != "sinusoid":
+        return (
+            f"model.sinusoidal=true adds the sinusoid, but model.absolute_positions={absolute}: "
+            "set model.sinusoidal=false, or model.absolute_positions=sinusoid"
+        )
+    if k < 0:
+        return f"model.max_relative_position={k}: use k >= 1, or 0 for none"
+    if k > 0 and relative != "shaw":
+        return (
+            f"model.max_relative_position={k} is Shaw's k, but model.relative_positions={relative}:"
+            " set model.max_relative_position=0, or model.relative_positions=shaw"
+        )
+    if absolute == "learned" and max_positions < 1:
+        return f"model.max_positions={max_positions} must be at least 1 with learned positions"
+    if relative == "rope":
+        dims = d_head if rope_dims is None else rope_dims
+        if not (0 < dims <= d_head and dims % 2 == 0):
+            return f"model.rope_dims={rope_dims}: use an even number in 2..{d_head} (d_head)"
+        if rope_base <= 1:
+            return f"model.rope_base={rope_base} must be above 1 (10000 in Su et al.)"
+        if rope_layout not in ROPE_LAYOUTS:
+            return f"model.rope_layout={rope_layout!r}: use one of {', '.join(ROPE_LAYOUTS)}"
+    if relative == "t5":
+        if t5_num_buckets < 4:
+            return f"model.t5_num_buckets={t5_num_buckets} must be at least 4 (32 in T5)"
+        if t5_max_distance <= t5_num_buckets // 2:
+            return (
+                f"model.t5_max_distance={t5_max_distance} must exceed half of "
+                f"model.t5_num_buckets={t5_num_buckets} (the exact buckets); 128 in T5"
+            )
+        if share_relative_across_heads:
+            return (
+                "model.share_relative_across_heads=true with model.relative_positions=t5: T5 "
+                "learns one scalar per head and bucket; set it to false"
+            )
+    if share_relative_across_layers and relative in ("rope", "alibi"):
+        return (
+            f"model.share_relative_across_layers=true with model.relative_positions={relative}, "
+            "which learns nothing to share: set it to false"
+        )
+    return None

@@ -1,0 +1,75 @@
+"""Position settings that make no sense are refused in one line naming the keys, by the model
+(ValueError) and, before any data is prepared, by the trainer's check (SettingsError)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpr_nmt.config import ModelConfig, position_methods
+from rpr_nmt.model import build_model
+from rpr_nmt.train.errors import SettingsError
+from rpr_nmt.train.setup import check_model_settings
+
+TINY = dict(d_model=16, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+REFUSED = [
+    (dict(relative_positions="rope", max_relative_position=16), "model.max_relative_position=16 "
+     "is Shaw's k, but model.relative_positions=rope"),
+    (dict(relative_positions="none", max_relative_position=4), "model.relative_positions=none"),
+    (dict(absolute_positions="learned", sinusoidal=True), "model.sinusoidal=true adds the "
+     "sinusoid, but model.absolute_positions=learned"),
+    (dict(absolute_positions="none", sinusoidal=True), "model.absolute_positions=none"),
+    (dict(absolute_positions="rope"), "model.absolute_positions='rope': use one of sinusoid"),
+    (dict(relative_positions="sinusoid"), "model.relative_positions='sinusoid': use one of shaw"),
+    (dict(absolute_positions="learned", max_positions=0), "model.max_positions=0"),
+    (dict(relative_positions="rope", max_relative_position=0, rope_dims=3), "model.rope_dims=3"),
+    (dict(relative_positions="rope", max_relative_position=0, rope_dims=10), "model.rope_dims=10"),
+    (dict(relative_positions="rope", max_relative_position=0, rope_base=1.0),
+     "model.rope_base=1.0"),
+    (dict(relative_positions="rope", max_relative_position=0, rope_layout="neox"),
+     "model.rope_layout='neox'"),
+    (dict(relative_positions="t5", max_relative_position=0, t5_num_buckets=2),
+     "model.t5_num_buckets=2"),
+    (dict(relative_positions="t5", max_relative_position=0, t5_max_distance=16),
+     "model.t5_max_distance=16 must exceed half of model.t5_num_buckets=32"),
+    (dict(relative_positions="t5", max_relative_position=0, share_relative_across_heads=True),
+     "model.share_relative_across_heads=true with model.relative_positions=t5"),
+    (dict(relative_positions="alibi", max_relative_position=0, share_relative_across_layers=True),
+     "model.share_relative_across_layers=true with model.relative_positions=alibi"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fields,message", REFUSED)
+def test_nonsense_is_refused_in_one_line_naming_the_keys(fields, message):
+    cfg = ModelConfig(**{**TINY, **fields})
+    with pytest.raises(SettingsError) as settings_error:
+        check_model_settings(cfg)
+    with pytest.raises(ValueError) as value_error:
+        build_model(cfg, vocab_size=10, pad_id=0)
+    for error in (settings_error, value_error):
+        text = str(error.value)
+        assert message in text and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    "fields,methods",
+    [
+        (dict(), ("none", "shaw")),  # ModelConfig's defaults: k = 16, no sinusoid
+        (dict(sinusoidal=True), ("sinusoid", "shaw")),
+        (dict(sinusoidal=True, max_relative_position=0), ("sinusoid", "none")),
+        (dict(max_relative_position=0), ("none", "none")),
+        (dict(relative_keys=False, relative_values=False), ("none", "none")),
+        (dict(relative_positions="rope", max_relative_position=0), ("none", "rope")),
+        (dict(sinusoidal=True, relative_positions="alibi", max_relative_position=0),
+         ("sinusoid", "alibi")),
+        (dict(absolute_positions="learned", relative_positions="t5", max_relative_position=0),
+         ("learned", "t5")),
+    ],
+)  # fmt: skip
+def test_the_methods_a_config_puts_to_work(fields, methods):
+    cfg = ModelConfig(**{**TINY, **fields})
+    check_model_settings(cfg)
+    assert position_methods(cfg) == methods
+    # The plain data of a run folder or checkpoint, with or without the new keys.
+    old = {k: v for k, v in fields.items() if k in ("sinusoidal", "max_relative_position")}
+    if not set(fields) - set(old):
+        assert position_methods(old) == methods
