@@ -48,6 +48,11 @@ class Run:
         return None if seed is None else int(seed)
 
     @property
+    def unfinished(self) -> bool:
+        """Stopped before its budget by a signal (Ctrl-C, a sweep's stop): rerunning resumes it."""
+        return self.summary.get("stopped_by") == "signal"
+
+    @property
     def test_split(self) -> str:
         """The split the run was tested on (data.test_split)."""
         return str(self.config.get("data", {}).get("test_split", "test"))
@@ -124,6 +129,16 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
         summary = json.loads(summary_path.read_text())
         runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
     return runs
+
+
+def find_unfinished(sweep_dir: str | Path) -> list[Path]:
+    """Run folders under `sweep_dir` that have no train_summary.json yet (running, killed, or
+    queued and started), in a stable order: the report names them, since it leaves them out."""
+    return sorted(
+        config.parent.parent
+        for config in Path(sweep_dir).rglob(".hydra/config.yaml")
+        if not (config.parent.parent / "train_summary.json").is_file()
+    )
 
 
 def read_hypotheses(run: Run, split: str, n_lines: int) -> list[str]:

@@ -30,6 +30,7 @@ from rpr_nmt.report.runs import (
     CorpusText,
     Run,
     find_runs,
+    find_unfinished,
     read_hypotheses,
     setting_keys,
 )
@@ -137,6 +138,26 @@ def markdown_table(rows: Sequence[Row]) -> str:
         cells += [_cell(row.values(key), decimals) for key, _, decimals in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def unfinished_note(sweep_dir: Path, runs: Sequence[Run]) -> str:
+    """The sweep's unfinished runs, marked: those without a summary (left out of every table) and
+    those stopped by a signal (in the tables with the steps they reached); "" when none."""
+    lines = []
+    missing = [str(p.relative_to(sweep_dir)) for p in find_unfinished(sweep_dir)]
+    if missing:
+        lines.append(
+            f"**Unfinished:** {len(missing)} run(s) without train_summary.json (still running, or "
+            f"killed), left out of every table: {', '.join(missing)}.\n"
+        )
+    stopped = [str(r.path.relative_to(sweep_dir)) for r in runs if r.unfinished]
+    if stopped:
+        lines.append(
+            f"**Unfinished:** {len(stopped)} run(s) stopped before their budget (stopped_by: "
+            f"signal; rerunning the command resumes them), counted at the step they reached: "
+            f"{', '.join(stopped)}.\n"
+        )
+    return "".join(line + "\n" for line in lines)
 
 
 def compare_rows(
@@ -267,6 +288,7 @@ def write_report(
                 rows, reference, test=significance, n_samples=n_samples
             )
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"
+    text += unfinished_note(sweep_dir, runs)
     text += markdown_table(rows)
     plot_path: Path | None = sweep_dir / "bleu_vs_k.png"
     if plot_bleu_against_k(rows, plot_path):

@@ -123,3 +123,24 @@ def test_one_setting_is_labelled_by_its_overrides(tmp_path):
     write_run(tmp_path / "b", ["positions=relative_k4", "train.seed=2"], model, 2)
     rows = group_runs(find_runs(tmp_path))
     assert [(r.setting, len(r.runs)) for r in rows] == [("positions=relative_k4", 2)]
+
+
+def test_unfinished_runs_are_marked(tmp_path):
+    # Issue 31, item 7: a run still training (no summary) vanished from the report without a
+    # word, and one stopped by Ctrl-C read like a finished one.
+    for k, bleu in [(0, 10.0), (16, 27.0)]:
+        make_run(tmp_path, k, 1, bleu)
+    make_run(tmp_path, 4, 1, 20.0)
+    (tmp_path / "model.max_relative_position=4,train.seed=1" / "train_summary.json").unlink()
+    make_run(tmp_path, 16, 2, 5.0)
+    stopped = tmp_path / "model.max_relative_position=16,train.seed=2" / "train_summary.json"
+    stopped.write_text(json.dumps({"test_bleu": 5.0, "steps": 3, "stopped_by": "signal"}))
+    assert main(["--significance", "none", str(tmp_path)]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "3 runs, 2 settings." in report
+    assert (
+        "**Unfinished:** 1 run(s) without train_summary.json (still running, or killed), left out "
+        "of every table: model.max_relative_position=4,train.seed=1." in report
+    )
+    assert "**Unfinished:** 1 run(s) stopped before their budget" in report
+    assert report.count("model.max_relative_position=16,train.seed=2") == 1
