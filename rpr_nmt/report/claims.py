@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rpr_nmt.config import position_methods
 from rpr_nmt.report.significance import ALPHA, Comparison
 from rpr_nmt.report.stats import format_stats
 
@@ -45,12 +46,16 @@ def relative_k(model: dict[str, Any]) -> int:
 
 
 def positions(model: dict[str, Any]) -> str:
-    """A model's positions in the paper's terms: 'k=16 a^K+a^V', 'sinusoid', 'none'."""
+    """A model's positions in the paper's terms: 'k=16 a^K+a^V', 'sinusoid', 'rope, learned',
+    'none' (no absolute and no relative method: rpr_nmt.config.position_methods)."""
+    absolute, relative = position_methods(model)
     k = relative_k(model)
     terms = [t for t, on in (("a^K", "relative_keys"), ("a^V", "relative_values")) if model.get(on)]
     parts = [f"k={k} " + "+".join(terms)] if k else []
-    if model.get("sinusoidal"):
-        parts.append("sinusoid")
+    if relative not in ("shaw", "none"):
+        parts.append(relative)
+    if absolute != "none":
+        parts.append(absolute)
     return ", ".join(parts) or "none"
 
 
@@ -60,7 +65,7 @@ def is_reference(model: dict[str, Any]) -> bool:
         relative_k(model) == 16
         and bool(model.get("relative_keys"))
         and bool(model.get("relative_values"))
-        and not model.get("sinusoidal", False)
+        and position_methods(model) == ("none", "shaw")
     )
 
 
@@ -202,12 +207,12 @@ def _no_gain(outcomes: list[str], deltas: list[float]) -> str:
 Model = dict[str, Any]
 
 
-def _relative_only(model: Model) -> bool:
-    return bool(relative_k(model)) and not model.get("sinusoidal")
+def _relative_only(model: Model) -> bool:  # Shaw's terms and no absolute method
+    return position_methods(model) == ("none", "shaw") and bool(relative_k(model))
 
 
-def _no_positions(model: Model) -> bool:
-    return not relative_k(model) and not model.get("sinusoidal")
+def _no_positions(model: Model) -> bool:  # no absolute and no relative method at all
+    return position_methods(model) == ("none", "none")
 
 
 def _flat_k(model: Model) -> bool:  # k >= 2 with both terms, no sinusoid
@@ -223,12 +228,12 @@ def _values_only(model: Model) -> bool:
     return _relative_only(model) and not model.get("relative_keys")
 
 
-def _absolute(model: Model) -> bool:
-    return not relative_k(model) and bool(model.get("sinusoidal"))
+def _absolute(model: Model) -> bool:  # the sinusoid alone
+    return position_methods(model) == ("sinusoid", "none")
 
 
-def _relative_and_sinusoid(model: Model) -> bool:
-    return bool(relative_k(model)) and bool(model.get("sinusoidal"))
+def _relative_and_sinusoid(model: Model) -> bool:  # the paper's "both"
+    return position_methods(model) == ("sinusoid", "shaw") and bool(relative_k(model))
 
 
 # The paper's claims: (claim, which settings bear on it, how their outcomes decide it).

@@ -19,6 +19,9 @@ from rpr_nmt.report.claims import (
     HOLDS,
     UNSEEN_CLAIM,
     UNSURE,
+    _absolute,
+    _no_positions,
+    is_reference,
     judge_claims,
     outcome,
     positions,
@@ -61,6 +64,21 @@ def test_positions_in_the_papers_terms():
     assert positions({"max_relative_position": 0, "sinusoidal": True}) == "sinusoid"
     no_terms = {**REFERENCE, "relative_keys": False, "relative_values": False}
     assert positions(no_terms) == positions({"max_relative_position": 0}) == "none"
+
+
+def test_other_position_methods_are_named_and_never_none():
+    """'none' is no absolute and no relative method: RoPE, ALiBi, T5, learned are named."""
+    k0 = {**REFERENCE, "max_relative_position": 0}
+    assert positions({**k0, "relative_positions": "rope"}) == "rope"
+    assert positions({**k0, "relative_positions": "alibi", "sinusoidal": True}) == "alibi, sinusoid"
+    assert positions({**k0, "relative_positions": "t5", "absolute_positions": "learned"}) == (
+        "t5, learned"
+    )
+    assert positions({**k0, "relative_positions": "none", "absolute_positions": "none"}) == "none"
+    rope = {**k0, "relative_positions": "rope"}
+    assert not _no_positions(rope) and not _absolute({**rope, "sinusoidal": True})
+    assert _no_positions(k0) and _absolute({**k0, "sinusoidal": True})
+    assert not is_reference({**REFERENCE, "absolute_positions": "learned"})
 
 
 def test_an_ablate_k_sweep_in_the_papers_shape():
