@@ -97,6 +97,20 @@ def check_exportable(model: Transformer) -> None:
         ExportError: names the setting and the override that would make a model exportable.
     """
     args = model.arguments
+    # The position methods beyond the paper's (issue 32) have no export yet: refused, where the
+    # spec below would silently drop their rotation, bias or table.
+    absolute = args.get("absolute_positions", "sinusoid")
+    relative = args.get("relative_positions", "shaw")
+    newer = [f"model.{key}={value}" for key, value, known in (
+        ("absolute_positions", absolute, ("sinusoid", "none")),
+        ("relative_positions", relative, ("shaw", "none")),
+    ) if value not in known]  # fmt: skip
+    if newer:
+        raise ExportError(
+            f"{' and '.join(newer)} cannot be exported yet: rpr-nmt-export writes the sinusoid "
+            "and Shaw's tables only, and CTranslate2 would translate this model without its "
+            "positions; translate it with rpr-nmt-translate"
+        )
     k = args["relative"].k
     if _has_relative_tables(model) and args["sinusoidal"]:
         raise ExportError(

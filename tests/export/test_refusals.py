@@ -35,6 +35,14 @@ REFUSED = {
 }
 
 
+NOT_YET = {
+    "rope": dict(relative_positions="rope", max_relative_position=0),
+    "alibi": dict(relative_positions="alibi", max_relative_position=0),
+    "t5": dict(relative_positions="t5", max_relative_position=0, share_relative_across_heads=False),
+    "learned": dict(absolute_positions="learned", max_relative_position=0),
+}
+
+
 def model_of(**overrides):
     torch.manual_seed(0)
     return build_model(tiny_config(**overrides), vocab_size=80, pad_id=0).eval()
@@ -48,6 +56,15 @@ def test_check_exportable_names_the_setting_and_the_override(overrides, override
     assert override in message and "\n" not in message
     setting = override.split("=")[0]
     assert f"{setting}={'false' if override.endswith('true') else 'true'}" in message
+
+
+@pytest.mark.parametrize("overrides", NOT_YET.values(), ids=NOT_YET.keys())
+def test_position_methods_without_an_export_are_refused_in_one_line(overrides):
+    with pytest.raises(ExportError) as error:
+        check_exportable(model_of(**overrides))
+    message = str(error.value)
+    key, value = next((k, v) for k, v in overrides.items() if k.endswith("_positions"))
+    assert message.startswith(f"model.{key}={value} cannot be exported yet") and "\n" not in message
 
 
 def test_identical_per_head_tables_are_exported_as_one():
