@@ -8,7 +8,9 @@ Modules, from the paper's equations outwards:
     cache.py              KeyValueCache, DecoderCache: the state of incremental decoding
     layers.py             EncoderLayer, DecoderLayer and their residual sublayers
     transformer.py        Encoder, Decoder, Transformer, build_model
-    embeddings.py         token embeddings and the optional sinusoid
+    embeddings.py         token embeddings and the optional sinusoid or learned positions
+    positions/            the other position methods, one module each (learned, RoPE, ALiBi, T5),
+                          and the seam self-attention calls (terms.py)
     dropout.py            dropout with cheaper CPU masks
     device.py             resolve_device: a device name from a config to a torch.device
 """

@@ -1,4 +1,5 @@
-"""Token embeddings scaled by sqrt(D), with the optional absolute sinusoidal encoding.
+"""Token embeddings scaled by sqrt(D), with the optional absolute sinusoidal encoding or a learned
+position table (positions/learned.py).
 
 Shape legend: B batch, T sequence length, D model dim, V vocabulary.
 """
@@ -39,7 +40,7 @@ def sinusoidal_encoding(positions: Tensor, d_model: int) -> Tensor:
 
 
 class TokenEmbedding(nn.Module):
-    """Embedding lookup times sqrt(D), plus the sinusoid when enabled, then dropout.
+    """Embedding lookup times sqrt(D), plus the sinusoid or learned positions if used, then dropout.
 
     The lookup table is passed in, so that source, target and output projection can share one.
     """
