@@ -30,6 +30,7 @@ from rpr_nmt.model import (
     relative_attention,
     relative_position_index,
 )
+from rpr_nmt.model.positions import PositionTerms
 
 __all__ = [
     "AttentionMass",
@@ -86,7 +87,10 @@ def table_statistics(model: Transformer) -> list[TableStats]:
 
 
 def attention_weights(
-    attn: RelativeMultiheadAttention, x: Tensor, key_padding_mask: Tensor | None
+    attn: RelativeMultiheadAttention,
+    x: Tensor,
+    key_padding_mask: Tensor | None,
+    terms: PositionTerms | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Self-attention weights alpha of one module, from the model's own relative_attention.
 
@@ -99,6 +103,8 @@ def attention_weights(
         attn: a self-attention module in eval mode.
         x: its input (after the pre-norm, if any).
         key_padding_mask: True where a key is padding.
+        terms: the stack's other relative method at these positions (RoPE's rotation, ALiBi's or
+            T5's bias: rpr_nmt/model/positions/terms.py), as the module received them.
 
     Returns:
         (alpha, output): the weights, and the module's output.
@@ -109,12 +115,14 @@ def attention_weights(
     B, T, D = x.shape
     q, keys = attn.split_heads(attn.q_proj(x)), attn.split_heads(attn.k_proj(x))  # (B, H, T, Dh)
     values = attn.split_heads(attn.v_proj(x))  # (B, H, T, Dh)
+    if terms is not None and terms.rotation is not None:  # RoPE: as the module rotates them
+        q, keys = terms.rotation(q), terms.rotation(keys)
     dtype = q.dtype
     rel_keys = None if attn.rel_keys is None else attn.rel_keys.to(dtype)
     rel_values = None if attn.rel_values is None else attn.rel_values.to(dtype)
     common = dict(
         max_relative_position=attn.relative.k, causal=attn.causal,
-        key_padding_mask=key_padding_mask,
+        key_padding_mask=key_padding_mask, bias=None if terms is None else terms.bias,
     )  # fmt: skip
     units = torch.eye(T, dtype=dtype, device=x.device).expand(B, attn.n_heads, T, T)  # v_j = e_j
     alpha = relative_attention(q, keys, units, rel_keys=rel_keys, **common)  # (B, H, T, T)
@@ -179,7 +187,7 @@ def attention_mass(
 
         def hook(attn: RelativeMultiheadAttention, args: tuple, kwargs: dict, result: Any) -> None:
             x, mask = args[0], kwargs.get("key_padding_mask")
-            alpha, output = attention_weights(attn, x, mask)  # (B, H, T, T)
+            alpha, output = attention_weights(attn, x, mask, kwargs.get("terms"))  # (B, H, T, T)
             if not torch.allclose(output.float(), result[0].float(), atol=1e-4, rtol=1e-3):
                 raise InspectError(
                     f"recomputed {stack} layer {layer} self-attention differs from the "

@@ -35,6 +35,19 @@ def test_attention_mass_sums_to_one_per_layer_and_head(tiny_bpe, shared):
     assert mass.queries["encoder"] == expected
 
 
+@pytest.mark.parametrize("method", ["rope", "alibi", "t5"])
+def test_attention_mass_of_the_other_relative_methods(tiny_bpe, method):
+    """The recomputed weights take the stack's rotation or bias: without them attention_mass's
+    own check against each module's output raises InspectError."""
+    fields = dict(relative_positions=method, max_relative_position=0)
+    model = model_of(**fields, share_relative_across_heads=False)
+    sources, targets = corpus(10, seed=3)
+    mass = attention_mass(model, tiny_bpe, sources, targets, max_distance=3, batch_size=4)
+    for stack in ("encoder", "decoder"):
+        torch.testing.assert_close(mass.mass[stack].sum(-1), torch.ones(2, 2))
+    assert mass.mass["decoder"][..., 4:].abs().max() == 0
+
+
 def eq4_by_hand(attn, x, padding):
     """alpha from eq. 4 with every a^K_ij materialised (B, H, T, T): the reference."""
     B, T, D = x.shape
