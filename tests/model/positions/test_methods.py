@@ -59,6 +59,28 @@ def test_cached_decoding_equals_the_full_forward(name):
         torch.testing.assert_close(torch.cat([head, tail], 1), full, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "learned"])
+def test_distances_count_from_the_query_not_from_a_cache_buffer(name):
+    """Beam search's reordered caches hold buffers one position longer than what they hold
+    (KeyValueCache.index_select): the next step's positions still start at the cache's length."""
+    model = tiny(name).eval()
+    src, tgt = batch(n=2, t=9)
+    swap = torch.tensor([1, 0])  # the two rows trade places after every step, as beams may
+    with torch.no_grad():
+        full = model(src, tgt)
+        enc, cache, steps = model.encode(src), None, []
+        order = torch.arange(2)  # the sentence each cache row holds
+        for t in range(tgt.size(1)):
+            logits, cache = model.decode_step(tgt[order, t : t + 1], enc.index_select(order), cache)
+            step = torch.empty_like(logits)
+            step[order] = logits
+            steps.append(step)
+            cache = cache.index_select(swap, memory_index=swap)  # into buffers with room for one
+            order = order[swap]
+            assert cache.self_attn[0]._room[0].size(2) == t + 2 and cache.length == t + 1
+        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_the_encoder_sees_word_order_unless_no_method_is_on(name):
     model = tiny(name, dropout=0.0, attention_dropout=0.0).eval()
