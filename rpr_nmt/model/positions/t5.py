@@ -7,9 +7,9 @@ Each head learns one scalar per bucket of the offset j - i; the scalar is added 
 
     e_ij = q_i . k_j / sqrt(Dh) + b_h[bucket(j - i)]
 
-The paper: "we use 32 embeddings ... with ranges that increase in size logarithmically up to an
-offset of 128 beyond which we assign all relative positions to the same embedding", one set per
-stack, "shared across all layers". Buckets (as in its reference code, mesh-tensorflow):
+The paper uses 32 such scalars per head, for ranges of offsets that widen logarithmically up to
+an offset of 128, beyond which all offsets share one; the scalars are shared by all layers of a
+stack, each head having its own. Buckets (as in its reference code, mesh-tensorflow):
 
     encoder (bidirectional): U / 2 buckets for j - i <= 0, U / 2 more for j - i > 0, each side
         bucketing n = |j - i| over u = U / 2 buckets;
@@ -55,7 +55,7 @@ def t5_bucket(
     else:
         n = (-offset).clamp(min=0)  # i - j for the keys a causal query sees; 0 for the others
     exact = u // 2
-    # The log-spaced buckets, in float32 as mesh-tensorflow and CTranslate2 compute them.
+    # The log-spaced buckets, in float32 as the reference implementations compute them.
     far = n.clamp(min=1).float() / exact
     log_bucket = exact + (torch.log(far) / math.log(max_distance / exact) * (u - exact)).long()
     log_bucket = log_bucket.clamp(max=u - 1)
