@@ -33,6 +33,37 @@ class RunFolderLockedError(CheckpointError):
     """Another process trains in this run folder; the message names its host and PID."""
 
 
+def _in_use(path: Path, fd: int) -> str:
+    """The refusal: the folder, the holder as its lock file names it, what to do."""
+    holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "host and PID not written"
+    return (
+        f"{path.parent} is in use by another trainer ({holder}, {path}): wait for it to end or "
+        "stop it; two trainers in one run folder would mix their metrics and checkpoints"
+    )
+
+
+def run_folder_in_use(run_dir: str | Path) -> str:
+    """Why `run_dir` cannot be trained in now (another process holds its lock), else "".
+
+    A probe that takes and drops the lock, creating nothing: for refusing before anything is
+    written into the folder (rpr_nmt.cli.run_folder); the trainer still takes the lock itself.
+    """
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return ""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _in_use(path, fd)
+    except OSError:  # no locks on this file system: the trainer warns
+        return ""
+    finally:
+        os.close(fd)
+    return ""
+
+
 def _lock(fd: int, path: Path) -> bool:
     """flock the open file without waiting: True once held, False where unsupported.
 
@@ -42,12 +73,7 @@ def _lock(fd: int, path: Path) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
-        raise RunFolderLockedError(
-            f"{path.parent} is in use by another trainer ({holder or 'host and PID not written'}"
-            f", {path}): wait for it to end or stop it; two trainers in one run folder would "
-            "mix their metrics and checkpoints"
-        ) from None
+        raise RunFolderLockedError(_in_use(path, fd)) from None
     except OSError as e:
         if e.errno not in _UNSUPPORTED:
             raise

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from rpr_nmt.checkpoint import RunFolderLockedError, run_folder_lock
+from rpr_nmt.checkpoint.run_lock import run_folder_in_use
 
 HOLD = (
     "import sys, time\n"
@@ -33,9 +34,12 @@ def test_a_second_holder_is_refused_by_host_and_pid_until_the_first_is_killed(tm
         message = str(refused.value)
         assert f"host {socket.gethostname()} pid {holder.pid}" in message
         assert str(tmp_path / "run") in message and "\n" not in message
+        assert run_folder_in_use(tmp_path / "run") == message  # the probe before Hydra writes
     finally:
         os.kill(holder.pid, signal.SIGKILL)  # no clean-up code runs: the kernel drops the lock
         holder.wait()
+    assert run_folder_in_use(tmp_path / "run") == ""
+    assert run_folder_in_use(tmp_path / "nowhere") == "" and not (tmp_path / "nowhere").exists()
     with run_folder_lock(tmp_path / "run") as path:
         assert path.read_text() == f"host {socket.gethostname()} pid {os.getpid()}\n"
 
