@@ -24,7 +24,8 @@ from rpr_nmt.report import (
     write_length_report,
     write_report,
 )
-from rpr_nmt.report.sweep import find_runs, group_runs, reference_row
+from rpr_nmt.report.runs import CorpusText
+from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
 
 
 def _int_list(text: str) -> list[int]:
@@ -138,8 +139,13 @@ def main(argv: list[str] | None = None) -> int:
             test = None if args.significance == "none" else args.significance
             lengths = ""
             if args.by_length:  # first, so that a missing file leaves the folder as it was
+                runs = find_runs(sweep_dir)
                 if args.baseline:  # a setting of the sweep? (ValueError naming them if not)
-                    reference_row(group_runs(find_runs(sweep_dir)), args.baseline)
+                    reference_row(group_runs(runs), args.baseline)
+                if test:  # what the main report's tests read, before the length report is written
+                    corpus = CorpusText()
+                    for run in runs:
+                        read_test_output(run, corpus)
                 lengths = "\n" + write_length_report(
                     sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples
                 )

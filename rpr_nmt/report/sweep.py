@@ -40,6 +40,7 @@ from rpr_nmt.report.significance import (
     METRICS,
     TESTS,
     Comparison,
+    SeedOutput,
     compare_seedwise,
 )
 from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
@@ -174,26 +175,32 @@ def compare_rows(
         FileNotFoundError: a run has no test hypotheses (hyp_<test split>.txt).
     """
     text = CorpusText()
-
-    def outputs(row: Row) -> list:
-        """The row's (seed, hypotheses, references, target language) per run."""
-        found = []
-        for run in row.runs:
-            refs = text.references(run, run.test_split)
-            try:
-                hyps = read_hypotheses(run, run.test_split, len(refs))
-            except FileNotFoundError as e:
-                raise FileNotFoundError(
-                    f"{e}; the paired tests need every run's test output: evaluate the run, move "
-                    "it out of the sweep, or give --significance none"
-                ) from e
-            tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
-            found.append((run.seed, hyps, refs, tgt_lang))
-        return found
-
-    base_outputs = outputs(baseline)
-    others = {row.setting: outputs(row) for row in rows if row is not baseline}
+    base_outputs = [read_test_output(run, text) for run in baseline.runs]
+    others = {
+        row.setting: [read_test_output(run, text) for run in row.runs]
+        for row in rows
+        if row is not baseline
+    }
     return compare_seedwise(base_outputs, others, test=test, n_samples=n_samples)
+
+
+def read_test_output(run: Run, text: CorpusText) -> SeedOutput:
+    """The run's (seed, test hypotheses, references, target language), as the paired tests read
+    them.
+
+    Raises:
+        rpr_nmt.data.DataError: the run's corpus is not found (the message says how to point at it).
+        FileNotFoundError: the run has no test hypotheses (hyp_<test split>.txt).
+    """
+    refs = text.references(run, run.test_split)
+    try:
+        hyps = read_hypotheses(run, run.test_split, len(refs))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"{e}; the paired tests need every run's test output: evaluate the run, move it out "
+            "of the sweep, or give --significance none"
+        ) from e
+    return run.seed, hyps, refs, str(run.config.get("data", {}).get("tgt_lang", ""))
 
 
 def statistics_table(

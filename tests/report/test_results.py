@@ -162,4 +162,9 @@ def test_a_run_without_its_test_output_fails_the_report_and_writes_nothing(publi
     assert "model.max_relative_position=4,train.seed=1/hyp_test.txt is missing" in err
     assert "--significance none" in err
     assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
+    # A length report of another split can be made, but the main report's tests cannot: neither
+    # is written.
+    assert main(["--by-length", "--splits", "valid", str(sweep)]) == 2
+    assert "hyp_test.txt is missing" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
     assert main(["--significance", "none", str(sweep)]) == 0  # the tables alone, as asked
