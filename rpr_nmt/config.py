@@ -101,7 +101,9 @@ class TrainConfig:
     label_smoothing: float = 0.1  # label-smoothed cross-entropy, padding ignored
     clip_norm: float = 0.0  # gradient clipping by global norm; 0 = off
     device: str = "auto"  # "auto" (cuda if available), "cpu" or "cuda"
-    precision: str = "fp32"  # "fp32", "bf16" (autocast), "fp16" (CUDA, grad scaler)
+    # "auto" (bf16 where the device computes it natively, else fp32: rpr_nmt/precision.py), "fp32",
+    # "bf16" (autocast), "fp16" (CUDA, grad scaler); the presets say auto, the library fp32
+    precision: str = "fp32"
     compile: bool = False  # wrap the model in torch.compile
     log_every: int = 50  # steps between log lines and TensorBoard scalars
     valid_every: int = 1000  # steps between validations (also run at the end)
@@ -127,7 +129,7 @@ class DecodeConfig:
     nbest: int = 1  # hypotheses returned per sentence
     max_sentences: int = 128  # sentences decoded together (one batch)
     streams: int = 2  # CPU: batches decoded at once, each on its own thread; torch's threads split
-    precision: str = "fp32"  # "fp32" or "bf16"
+    precision: str = "fp32"  # "auto" (bf16 where native, else fp32; the presets'), "fp32", "bf16"
     device: str = "auto"  # "auto", "cpu" or "cuda"
 
 

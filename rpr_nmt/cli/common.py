@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +49,17 @@ def use_ema(weights: str) -> bool:
 
 
 def checked_decode_config(cfg: DecodeConfig) -> DecodeConfig:
-    """cfg itself once its values are known to work (UsageError names the one that does not)."""
-    from rpr_nmt.decode import check_decode_config
+    """cfg once its values are known to work (UsageError names the one that does not), with
+    decode.precision resolved for its device ("auto": bf16 where native, else fp32)."""
+    from rpr_nmt.decode import check_decode_config, decoding_precision
     from rpr_nmt.model import resolve_device
 
     try:
         check_decode_config(cfg)
-        resolve_device(cfg.device)
+        device = resolve_device(cfg.device)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    return cfg
+    return replace(cfg, precision=decoding_precision(cfg.precision, device))
 
 
 def exit_on_error(prog: str, run: Callable[[], None]) -> None:

@@ -5,7 +5,12 @@ from rpr_nmt.decode.beam import Hypothesis, beam_search, length_penalty, select_
 from rpr_nmt.decode.constraints import max_output_lengths, next_token_logprobs
 from rpr_nmt.decode.greedy import greedy_search
 from rpr_nmt.decode.reference import UncachedModel
-from rpr_nmt.decode.translate import check_decode_config, decoding_model, translate
+from rpr_nmt.decode.translate import (
+    check_decode_config,
+    decoding_model,
+    decoding_precision,
+    translate,
+)
 
 __all__ = [
     "Hypothesis",
@@ -13,6 +18,7 @@ __all__ = [
     "beam_search",
     "check_decode_config",
     "decoding_model",
+    "decoding_precision",
     "greedy_search",
     "length_penalty",
     "max_output_lengths",

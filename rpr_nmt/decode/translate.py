@@ -14,6 +14,7 @@ from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.beam import Hypothesis, beam_search
 from rpr_nmt.decode.greedy import greedy_search
 from rpr_nmt.model import Transformer
+from rpr_nmt.precision import resolve_precision
 
 _Batch = TypeVar("_Batch")
 _Result = TypeVar("_Result")
@@ -53,12 +54,26 @@ def check_decode_config(cfg: DecodeConfig) -> None:
         raise ValueError(f"decode.max_sentences must be >= 1, got {cfg.max_sentences}")
     if cfg.streams < 1:
         raise ValueError(f"decode.streams must be >= 1, got {cfg.streams}")
-    if cfg.precision not in ("fp32", "bf16"):
-        raise ValueError(f"decode.precision must be 'fp32' or 'bf16', got {cfg.precision!r}")
+    if cfg.precision not in DECODE_PRECISIONS:
+        raise ValueError(
+            f"decode.precision must be one of {DECODE_PRECISIONS}, got {cfg.precision!r}"
+        )
+
+
+DECODE_PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def decoding_precision(precision: str, device: torch.device) -> str:
+    """decode.precision as decoding on `device` uses it: "auto" is bf16 where the device computes
+    it natively, else fp32 (rpr_nmt/precision.py); "fp32" and "bf16" as given."""
+    if precision not in DECODE_PRECISIONS:
+        raise ValueError(f"decode.precision must be one of {DECODE_PRECISIONS}, got {precision!r}")
+    return resolve_precision(precision, device, key="decode.precision")
 
 
 def decoding_model(model: Transformer, precision: str) -> Transformer:
-    """The model that decodes at `precision`: the model itself for "fp32"; for "bf16" a copy with
+    """The model that decodes at `precision` ("auto" resolved for the model's device, see
+    decoding_precision): the model itself for "fp32"; for "bf16" a copy with
     bfloat16 weights whose attention arithmetic (scores, softmax, relative terms, key/value
     cache) stays float32 (Transformer.recast), as does the next-token log-softmax of the search.
     Put the model in eval mode first.
@@ -67,10 +82,9 @@ def decoding_model(model: Transformer, precision: str) -> Transformer:
     made bf16 decoding no faster. Float32 attention: its small batched matmuls run 2x faster in
     float32 than in bf16 here, and the softmax is exact (docs/performance.md, "Decoding").
     """
+    precision = decoding_precision(precision, next(model.parameters()).device)
     if precision == "fp32":
         return model
-    if precision != "bf16":
-        raise ValueError(f"decode.precision must be 'fp32' or 'bf16', got {precision!r}")
     return model.recast(torch.bfloat16, attention_dtype=torch.float32)
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from rpr_nmt.config import DecodeConfig
-from rpr_nmt.decode import Hypothesis, translate
+from rpr_nmt.decode import Hypothesis, decoding_precision, translate
 from rpr_nmt.decode.translate import TextTokenizer
 from rpr_nmt.evaluate.bleu import Scores, score_corpus
 
@@ -63,6 +63,9 @@ def evaluate_split(
     """
     if len(sources) != len(refs):
         raise ValueError(f"split {split}: {len(sources)} sources but {len(refs)} references")
+    # The JSON records the precision decoding used: "auto" resolved for the model's device.
+    precision = decoding_precision(decode_cfg.precision, _device(model))
+    decode_cfg = replace(decode_cfg, precision=precision)
     start = time.perf_counter()
     nbest = translate(model, tokenizer, sources, decode_cfg)
     seconds = time.perf_counter() - start

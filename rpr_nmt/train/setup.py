@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-from rpr_nmt.config import ModelConfig, TrainConfig, TrainJobConfig
+from rpr_nmt.config import DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import BatchIterator, Tokenizer, prepare_data, read_parallel_text
 from rpr_nmt.model.positions import position_problem
+from rpr_nmt.precision import bf16_support, resolve_precision
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import SettingsError
+from rpr_nmt.train.step import autocast_factory
 
 
 def check_settings(cfg: TrainConfig) -> None:
@@ -36,6 +38,15 @@ def check_settings(cfg: TrainConfig) -> None:
             raise SettingsError(f"train.{key}={getattr(cfg, key)} must be in [0, 1) (0 = off)")
     if not 0 <= cfg.cooldown <= 1:
         raise SettingsError(f"train.cooldown={cfg.cooldown} must be in [0, 1] (0 = off)")
+    if cfg.valid_bleu and cfg.valid_bleu_sentences < 1:
+        raise SettingsError(
+            f"train.valid_bleu_sentences={cfg.valid_bleu_sentences} must be at least 1 "
+            "(train.valid_bleu=false turns validation BLEU off)"
+        )
+    if cfg.max_time_minutes is not None and cfg.max_time_minutes <= 0:
+        raise SettingsError(
+            f"train.max_time_minutes={cfg.max_time_minutes} must be above 0 (null = no limit)"
+        )
 
 
 def check_model_settings(cfg: ModelConfig) -> None:
@@ -65,6 +76,51 @@ def check_model_settings(cfg: ModelConfig) -> None:
     )  # fmt: skip
     if problem:  # the combinations of position methods that make no sense, named
         raise SettingsError(problem)
+
+
+def training_precision(precision: str, device: torch.device) -> str:
+    """train.precision as the run uses it ("auto" resolved by the hardware), checked before any
+    data is prepared: a value that is no precision, or fp16 off CUDA, is a SettingsError."""
+    try:
+        resolved = resolve_precision(precision, device, key="train.precision")
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+    autocast_factory(resolved, device)  # refuses fp16 on CPU
+    return resolved
+
+
+def decode_settings(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
+    """The decode settings of validation BLEU and the final evaluation, checked before any data is
+    prepared (a bad one is a SettingsError naming it), with decode.precision resolved."""
+    from rpr_nmt.decode import check_decode_config, decoding_precision
+
+    try:
+        check_decode_config(cfg)
+        return replace(cfg, precision=decoding_precision(cfg.precision, device))
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+
+
+def resumed_precision(
+    requested: str, resolved: str, trained_in: str, device: torch.device, log: logging.Logger
+) -> str:
+    """The precision a resumed run continues in.
+
+    An explicit train.precision is used as given. "auto" keeps the precision the run trained in
+    (its checkpoint's), so that a run moved to another host does not change arithmetic halfway;
+    on a host without native bf16 a bf16 run resumes in bf16 with a warning that says so.
+    """
+    if requested != "auto" or trained_in in (resolved, "auto"):
+        return resolved
+    if trained_in == "bf16" and not bf16_support(device).native:
+        log.warning(
+            "train.precision=auto: this run trained in bf16 and continues in bf16, but this host "
+            "computes bf16 slowly (%s); pass train.precision=fp32 to continue in fp32",
+            bf16_support(device).reason,
+        )
+    else:
+        log.info("train.precision=auto: %s, the precision this run trained in", trained_in)
+    return trained_in
 
 
 def seed_everything(seed: int) -> None:

@@ -45,8 +45,11 @@ from rpr_nmt.train.setup import (
     build_optimizer,
     check_model_settings,
     check_settings,
+    decode_settings,
     load_training_data,
+    resumed_precision,
     seed_everything,
+    training_precision,
     wrap_model,
 )
 from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
@@ -137,7 +140,9 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         check_settings(cfg)
         check_model_settings(self.config.model)
-        self.autocast = autocast_factory(cfg.precision, ctx.device)
+        self.requested_precision = cfg.precision
+        cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
+        self.config.decode = decode_settings(self.config.decode, ctx.device)
         seed_everything(cfg.seed)
         if ctx.is_main:  # what a killed earlier session left half-written
             for folder in (self.run_dir, self.checkpoint_dir):
@@ -157,7 +162,6 @@ class Trainer:
             schedule=cfg.schedule, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
             d_model=self.config.model.d_model,
         )  # fmt: skip
-        self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
         self.forward_model = wrap_model(self.model, ctx, compile=cfg.compile)
@@ -176,9 +180,15 @@ class Trainer:
         """Continue from checkpoints/last.pt when the run directory has one."""
         path = self.checkpoint_dir / "last.pt"
         if not path.is_file():
+            self._set_precision()
             return
         state = load_checkpoint(path)
         state.check_resumable(self.config, self.tokenizer.sha256, path)
+        self.cfg.precision = resumed_precision(
+            self.requested_precision, self.cfg.precision, state.config.train.precision,
+            self.ctx.device, log,
+        )  # fmt: skip
+        self._set_precision()
         self.model.load_state_dict(state.model)
         self.optimizer.load_state_dict(state.optimizer)
         if self.scaler is not None and state.scaler:
@@ -197,6 +207,11 @@ class Trainer:
             "resumed from %s at update %d (%.1f min of earlier sessions)",
             path, self.step, self.time.earlier.run_seconds / 60,
         )  # fmt: skip
+
+    def _set_precision(self) -> None:
+        """Autocast and, for fp16, the gradient scaler of the precision this session trains in."""
+        self.autocast = autocast_factory(self.cfg.precision, self.ctx.device)
+        self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
 
     # ------------------------------------------------------------------------------------- loop
     def _train(self) -> None:

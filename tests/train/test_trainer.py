@@ -8,7 +8,9 @@ import signal
 
 import pytest
 
+from rpr_nmt import precision
 from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.precision import Bf16Support
 from rpr_nmt.train import SettingsError, Trainer, train
 from rpr_nmt.train.signals import StopSignals
 
@@ -141,6 +143,15 @@ def test_a_stop_file_is_a_shared_stop_request(tmp_path):
     ("overrides", "message"),
     [
         (["train.precision=fp16"], "fp16 needs a CUDA device"),
+        (["train.precision=bf17"], "train.precision='bf17' is not a precision"),
+        (["decode.precision=fp16"], "decode.precision must be one of"),
+        (["decode.max_sentences=0"], "decode.max_sentences must be >= 1"),
+        (["decode.beam_size=0"], "decode.beam_size must be >= 1"),
+        (["decode.nbest=5"], r"decode.nbest must be in 1 .. decode.beam_size \(4\)"),
+        (["train.valid_bleu_sentences=0"], "train.valid_bleu_sentences=0 must be at least 1"),
+        (["train.valid_bleu_sentences=-1"], "train.valid_bleu_sentences=-1 must be at least 1"),
+        (["train.max_time_minutes=0"], "train.max_time_minutes=0.0 must be above 0"),
+        (["train.max_time_minutes=-5"], "train.max_time_minutes=-5.0 must be above 0"),
         (["train.best_metric=bleu", "train.valid_bleu=false"], "best_metric=bleu needs"),
         (["train.best_metric=accuracy"], "use loss or bleu"),
         (["train.update_freq=0"], "update_freq=0"),
@@ -156,3 +167,42 @@ def test_impossible_settings_fail_before_training(corpus, cache_dir, tmp_path, o
     with pytest.raises(SettingsError, match=message):
         train(compose_config(corpus, cache_dir, *overrides), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+NATIVE = Bf16Support(True, "CPU with AVX512-BF16")
+EMULATED = Bf16Support(False, "AVX2 CPU without native bf16", slowdown=130.0)
+
+
+def test_auto_precision_is_resolved_recorded_and_kept_on_resume(
+    corpus, cache_dir, tmp_path, monkeypatch, caplog
+):
+    run = tmp_path / "run"
+    short = ("train.precision=auto", "decode.precision=auto", "train.valid_bleu=false")
+    monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: EMULATED)
+    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=2"), run)
+    assert summary["precision"] == "fp32"
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert (state.config.train.precision, state.config.decode.precision) == ("fp32", "fp32")
+    evaluated = json.loads((run / "eval_test.json").read_text())
+    assert evaluated["decode"]["precision"] == "fp32"
+
+    # Resumed on a host with native bf16, the run keeps the precision it trained in.
+    monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: NATIVE)
+    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=3"), run)
+    assert summary["precision"] == "fp32" and summary["steps"] == 3
+
+    # A run that trained in bf16 resumes in bf16 on a host without it, and says so.
+    other = tmp_path / "bf16"
+    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=2"), other)
+    assert summary["precision"] == "bf16"
+    monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: EMULATED)
+    caplog.set_level("WARNING")
+    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=3"), other)
+    assert summary["precision"] == "bf16"
+    assert any("trained in bf16 and continues in bf16" in r.getMessage() for r in caplog.records)
+    # An explicit setting is used as given.
+    summary = train(
+        compose_config(corpus, cache_dir, *short[1:], "train.precision=fp32", "train.max_steps=4"),
+        other,
+    )
+    assert summary["precision"] == "fp32"

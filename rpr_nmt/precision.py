@@ -1,0 +1,170 @@
+"""Precision by the hardware: whether a device computes bf16 natively, and what "auto" means.
+
+bf16 autocast is rpr-nmt's fast path where the hardware computes bf16 (CUDA GPUs from Ampere on,
+CPUs with AVX512-BF16 or AMX): there it is 2-5x faster than fp32. Elsewhere it is emulated, and
+on an AVX2-only CPU a bf16 matmul runs about 100x slower than an fp32 one (docs/performance.md,
+"Host classes"). So `train.precision` and `decode.precision` take "auto": bf16 where the device
+computes it natively, fp32 elsewhere.
+
+On CPU the decision reads torch's CPU capabilities (AVX512-BF16, AMX-BF16) and, where they do not
+settle it (another architecture, an older torch), a matmul probe of a fraction of a second: bf16
+counts as native when it is at least as fast as fp32.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "PRECISIONS",
+    "Bf16Support",
+    "bf16_support",
+    "host_summary",
+    "matmul_gflops",
+    "resolve_precision",
+]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+log = logging.getLogger("rpr_nmt")
+
+
+@dataclass(frozen=True)
+class Bf16Support:
+    """Whether a device computes bf16 natively, and why we think so.
+
+    Attributes:
+        native: bf16 is fast here; "auto" resolves to bf16.
+        reason: what decided it, for the log (e.g. "CPU with AVX512-BF16").
+        slowdown: bf16 matmul time over fp32's from the probe, when the probe ran; None otherwise.
+    """
+
+    native: bool
+    reason: str
+    slowdown: float | None = None
+
+
+def matmul_gflops(dtype: torch.dtype, *, size: int = 1024, seconds: float = 1.0) -> float:
+    """Measured GFLOP/s of a (size x size) @ (size x size) matmul on CPU at the current threads.
+
+    The benchmark scripts print it for fp32 and bf16 as the host's ceilings; the probe of
+    `bf16_support` uses a short version of it.
+    """
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b  # warm-up: first-call set-up is not the host's speed
+    n, start = 0, time.perf_counter()
+    while True:
+        a @ b
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return 2 * size**3 * n / elapsed / 1e9
+
+
+def probe_bf16_slowdown() -> float:
+    """bf16 matmul time over fp32 matmul time on this CPU, from about 0.1 s of matmuls (256 x 256).
+
+    Where bf16 is emulated a single bf16 matmul of this size takes tens of milliseconds, so the
+    probe stays short on exactly the hosts where it matters.
+    """
+    fp32 = matmul_gflops(torch.float32, size=256, seconds=0.05)
+    bf16 = matmul_gflops(torch.bfloat16, size=256, seconds=0.05)
+    return fp32 / bf16
+
+
+def _cpu_capabilities() -> Mapping[str, Any]:
+    """torch.cpu.get_capabilities() (torch >= 2.9), or {} where this torch lacks it."""
+    query = getattr(torch.cpu, "get_capabilities", None)
+    return query() if query is not None else {}
+
+
+@functools.cache
+def _cpu_bf16_support() -> Bf16Support:
+    caps = _cpu_capabilities()
+    for flag, name in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16")):
+        if caps.get(flag):
+            return Bf16Support(True, f"CPU with {name}")
+    slowdown = probe_bf16_slowdown()
+    level = torch.backends.cpu.get_cpu_capability()
+    if slowdown <= 1.0:
+        speed = f"{level} CPU, bf16 matmuls {1 / slowdown:.1f}x as fast as fp32"
+        return Bf16Support(True, speed, slowdown)
+    return Bf16Support(False, f"{level} CPU without native bf16", slowdown)
+
+
+def bf16_support(device: torch.device) -> Bf16Support:
+    """Whether `device` computes bf16 natively (decided once per process for the CPU)."""
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported(including_emulation=False):
+            return Bf16Support(True, f"CUDA {torch.cuda.get_device_name(device)}")
+        return Bf16Support(False, f"CUDA {torch.cuda.get_device_name(device)} without bf16")
+    if device.type == "cpu":
+        return _cpu_bf16_support()
+    return Bf16Support(False, f"{device.type}: bf16 support unknown")
+
+
+def resolve_precision(
+    precision: str,
+    device: torch.device,
+    *,
+    key: str,
+    support: Callable[[torch.device], Bf16Support] = bf16_support,
+) -> str:
+    """The precision a run uses: "auto" resolved by the hardware, any other value as given.
+
+    An explicit "bf16" on a device without native bf16 still runs, after one warning that says
+    how much slower it is there and how to switch.
+
+    Args:
+        precision: the setting ("auto", "fp32", "bf16" or "fp16").
+        device: where the run computes.
+        key: the setting's name for messages, e.g. "train.precision".
+        support: the hardware query (tests pass their own).
+
+    Returns:
+        "fp32", "bf16" or "fp16".
+
+    Raises:
+        ValueError: a value that is not a precision, naming the key.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"{key}={precision!r} is not a precision; use one of {PRECISIONS}")
+    if precision == "auto":
+        found = support(device)
+        resolved = "bf16" if found.native else "fp32"
+        log.info("%s=auto: %s (%s)", key, resolved, found.reason)
+        return resolved
+    if precision == "bf16" and device.type == "cpu":
+        found = support(device)
+        if not found.native:
+            slowdown = found.slowdown if found.slowdown is not None else probe_bf16_slowdown()
+            log.warning(
+                "%s=bf16 on a %s: bf16 matmuls run %.0fx slower than fp32 here; "
+                "use %s=auto (fp32 on this CPU) or %s=fp32",
+                key, found.reason, slowdown, key, key,
+            )  # fmt: skip
+    return precision
+
+
+def host_summary(*, seconds: float = 1.0) -> str:
+    """One line for a benchmark's header: CPU capability, torch threads, fp32 and bf16 ceilings.
+
+    The ceilings are GFLOP/s of a 1024 x 1024 matmul measured now, for `seconds` each; a native-bf16
+    host shows bf16 several times above fp32, an AVX2 host about 100x below.
+    """
+    fp32 = matmul_gflops(torch.float32, seconds=seconds)
+    bf16 = matmul_gflops(torch.bfloat16, seconds=seconds)
+    support = _cpu_bf16_support()
+    return (
+        f"host: {torch.backends.cpu.get_cpu_capability()} CPU ({support.reason}), "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}; matmul ceilings 1024^3: "
+        f"fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s"
+    )

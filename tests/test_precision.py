@@ -1,0 +1,76 @@
+"""Precision by the hardware: the bf16 decision (the hardware queries replaced) and "auto"."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from rpr_nmt import precision
+from rpr_nmt.precision import Bf16Support, bf16_support, resolve_precision
+
+CPU = torch.device("cpu")
+NATIVE = Bf16Support(True, "CPU with AVX512-BF16")
+EMULATED = Bf16Support(False, "AVX2 CPU without native bf16", slowdown=130.0)
+
+
+@pytest.fixture
+def cpu_decision(monkeypatch):
+    """Decide bf16 support from the given capabilities and probe result, afresh for the test."""
+
+    def decide(caps: dict, slowdown: float) -> Bf16Support:
+        probes = []
+        monkeypatch.setattr(precision, "_cpu_capabilities", lambda: caps)
+        monkeypatch.setattr(precision, "probe_bf16_slowdown", lambda: probes.append(1) or slowdown)
+        precision._cpu_bf16_support.cache_clear()
+        try:
+            found = bf16_support(CPU)
+        finally:
+            precision._cpu_bf16_support.cache_clear()
+        return found, len(probes)
+
+    return decide
+
+
+@pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
+def test_a_cpu_flag_of_native_bf16_decides_without_a_probe(cpu_decision, flag):
+    found, probes = cpu_decision({"avx2": True, flag: True}, slowdown=130.0)
+    assert found.native and probes == 0
+
+
+def test_without_the_flags_the_probe_decides(cpu_decision):
+    found, probes = cpu_decision({"avx2": True, "avx512_bf16": False}, slowdown=130.0)
+    assert not found.native and found.slowdown == 130.0 and probes == 1
+    found, _ = cpu_decision({}, slowdown=0.8)  # e.g. an ARM CPU computing bf16 faster than fp32
+    assert found.native
+    found, _ = cpu_decision({}, slowdown=1.0)  # as fast counts as native
+    assert found.native
+
+
+def test_auto_is_bf16_where_native_and_fp32_elsewhere():
+    assert resolve_precision("auto", CPU, key="train.precision", support=lambda d: NATIVE) == "bf16"
+    assert resolve_precision("auto", CPU, key="train.precision", support=lambda d: EMULATED) == (
+        "fp32"
+    )
+
+
+def test_explicit_values_are_kept(caplog):
+    for value in ("fp32", "bf16", "fp16"):
+        assert resolve_precision(value, CPU, key="k", support=lambda d: NATIVE) == value
+    assert not caplog.records
+
+
+def test_explicit_bf16_without_native_bf16_runs_after_one_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="rpr_nmt"):
+        got = resolve_precision("bf16", CPU, key="decode.precision", support=lambda d: EMULATED)
+    assert got == "bf16"
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "130x slower" in message and "decode.precision=auto" in message
+    assert "decode.precision=fp32" in message
+
+
+def test_a_value_that_is_no_precision_names_the_key():
+    with pytest.raises(ValueError, match=r"train.precision='bf17' is not a precision"):
+        resolve_precision("bf17", CPU, key="train.precision", support=lambda d: NATIVE)
