@@ -356,7 +356,8 @@ class Trainer:
         trained = self.session_steps > 0
         if trained and self.stopped_by != "signal" and self.validated_at != self.step:
             self._validate()
-        if self.saved_at != self.step and (
+        # Saved again when the final validation found a new best at an update already saved.
+        if (self.saved_at != self.step or self.best_pending) and (
             trained or not (self.checkpoint_dir / "last.pt").exists()
         ):
             self._save()

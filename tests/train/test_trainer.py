@@ -206,3 +206,19 @@ def test_auto_precision_is_resolved_recorded_and_kept_on_resume(
         other,
     )
     assert summary["precision"] == "fp32"
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        ("train.max_steps=6", "train.save_every=3", "train.valid_every=4"),
+        ("train.max_steps=5", "train.save_every=5", "train.valid_every=100"),  # the demo's shape
+    ],
+)
+def test_best_pt_holds_the_update_the_summary_names(corpus, cache_dir, tmp_path, budget):
+    # The final validation may find a new best at an update that was saved already.
+    run = tmp_path / "run"
+    extra = ("train.valid_bleu=false", "train.evaluate_at_end=false", "train.keep_last=5")
+    summary = train(compose_config(corpus, cache_dir, *extra, *budget), run)
+    assert summary["best_checkpoint"] == str(run / "checkpoints" / "best.pt")
+    assert load_checkpoint(run / "checkpoints" / "best.pt").step == summary["best_step"]
