@@ -27,6 +27,7 @@ __all__ = [
     "Bf16Support",
     "bf16_support",
     "host_summary",
+    "matmul_ceilings",
     "matmul_gflops",
     "resolve_precision",
 ]
@@ -154,17 +155,21 @@ def resolve_precision(
     return precision
 
 
-def host_summary(*, seconds: float = 1.0) -> str:
-    """One line for a benchmark's header: CPU capability, torch threads, fp32 and bf16 ceilings.
+def matmul_ceilings(*, seconds: float = 1.0) -> dict[str, float]:
+    """GFLOP/s of a 1024 x 1024 matmul in fp32 and in bf16 on CPU, measured now for `seconds`
+    each: the ceilings a benchmark's figures are a share of."""
+    return {
+        "fp32": matmul_gflops(torch.float32, seconds=seconds),
+        "bf16": matmul_gflops(torch.bfloat16, seconds=seconds),
+    }
 
-    The ceilings are GFLOP/s of a 1024 x 1024 matmul measured now, for `seconds` each; a native-bf16
-    host shows bf16 several times above fp32, an AVX2 host about 100x below.
-    """
-    fp32 = matmul_gflops(torch.float32, seconds=seconds)
-    bf16 = matmul_gflops(torch.bfloat16, seconds=seconds)
-    support = _cpu_bf16_support()
+
+def host_summary(ceilings: Mapping[str, float]) -> str:
+    """One line for a benchmark's header: CPU capability, torch threads, the matmul ceilings
+    (matmul_ceilings). A native-bf16 CPU shows bf16 several times above fp32, an AVX2 one about
+    100x below."""
     return (
-        f"host: {torch.backends.cpu.get_cpu_capability()} CPU ({support.reason}), "
+        f"host: {torch.backends.cpu.get_cpu_capability()} CPU ({_cpu_bf16_support().reason}), "
         f"{torch.get_num_threads()} threads, torch {torch.__version__}; matmul ceilings 1024^3: "
-        f"fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s"
+        f"fp32 {ceilings['fp32']:.0f} GFLOP/s, bf16 {ceilings['bf16']:.1f} GFLOP/s"
     )

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
 from rpr_nmt.model.layers import EncoderLayer  # noqa: E402
 from rpr_nmt.model.multihead import RelativePositions  # noqa: E402
+from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 H, DH, K, TOKENS = 8, 64, 16, 4096
@@ -218,6 +219,7 @@ def main():
         args.max_n, args.rounds = min(args.max_n, 512), 2
     print(f"torch {torch.__version__}, device {device}, dtype {args.dtype}, "
           f"threads {torch.get_num_threads()}, {time.strftime('%Y-%m-%d %H:%M')}")  # fmt: skip
+    print(host_summary(matmul_ceilings()), flush=True)
     if not args.skip_core:
         bench_core(args, device, dtype)
     if not args.skip_layer:

@@ -37,6 +37,7 @@ from rpr_nmt.decode.translate import (
     pad_batch,
 )
 from rpr_nmt.model import resolve_device
+from rpr_nmt.precision import host_summary, matmul_ceilings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="best of N timings")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(host_summary(matmul_ceilings()), flush=True)
     args.device = resolve_device(args.device)
 
     refs: list[str] | None = None

@@ -47,6 +47,7 @@ from rpr_nmt.decode.translate import decoding_model
 from rpr_nmt.evaluate import Scores, detokenize, score_corpus
 from rpr_nmt.export import ExportError, export_ctranslate2, translate_ctranslate2
 from rpr_nmt.model import Transformer
+from rpr_nmt.precision import host_summary, matmul_ceilings
 
 PROG = "bench_export.py"
 QUANTIZATIONS = ("float32", "int8")  # the CTranslate2 weight types compared
@@ -303,6 +304,7 @@ def header(args: argparse.Namespace, ct2: Any, context: dict[str, Any], argv: li
     return "\n".join([
         f"{now}; {platform.platform()}, {os.cpu_count()} CPUs, load average {context['load']} "
         f"before decoding; torch {torch.__version__}, ctranslate2 {ct2.__version__}",
+        context["host"],
         f"threads: {args.threads} in all for each engine. rpr-nmt: torch.set_num_threads("
         f"{args.threads}), decode.streams={args.streams} ({intra} per stream); CTranslate2: "
         f"inter_threads={inter}, intra_threads={intra}",
@@ -320,9 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    host = host_summary(matmul_ceilings())  # before decoding, on an idle machine
     try:
         ct2 = require_ctranslate2()
         rows, context = run_bench(args, ct2)
+        context["host"] = host
     except (BenchError, CheckpointError, DataError, ExportError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

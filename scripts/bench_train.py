@@ -8,8 +8,11 @@ sinusoidal encoding (Vaswani et al.). Both train on the same Multi30k En-De batc
 $RPR_NMT_DATA, else ../shared/data) with the trainer's own update step (Adam, label-smoothed loss,
 clipping), in interleaved rounds (A B A B ...), so that drift on a shared machine hits both alike.
 Throughput counts non-padding source + target tokens per second of training updates.
-Prints one Markdown table: median tokens/s of each variant, the median of the per-round ratios
-relative / absolute, and peak memory.
+Prints the host first (CPU capability, threads, the fp32 and bf16 matmul ceilings measured now),
+then one Markdown table: median tokens/s of each variant with the share of the precision's matmul
+ceiling it reaches (training work per token counted by torch's FlopCounterMode on one update:
+matmuls and attention, padding included), the median of the per-round ratios relative /
+absolute, and peak memory.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
 from rpr_nmt.model import build_model, resolve_device
+from rpr_nmt.precision import host_summary, matmul_ceilings
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.monitor import peak_memory_mb
 from rpr_nmt.train.step import autocast_factory, train_step
@@ -93,6 +97,14 @@ class Runner:
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
 
+    def flops_per_token(self, batch: Any) -> float:
+        """FLOP of one update per non-padding source + target token (torch's FlopCounterMode)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            tokens, _ = self.run([batch])
+        return counter.get_total_flops() / tokens
+
     def run(self, batches: list[Any]) -> tuple[int, float]:
         """Train one update per batch; returns (src + tgt tokens, seconds)."""
         tokens = 0
@@ -114,6 +126,7 @@ def bench_precision(config, batches, vocab_size, pad_id, precision, device, roun
     runners = {v: Runner(config, v, vocab_size, pad_id, precision, device) for v in VARIANTS}
     for runner in runners.values():  # warm-up: allocator, kernels
         runner.run(batches[:2])
+    work = {v: runners[v].flops_per_token(batches[0]) for v in VARIANTS}
     speed: dict[str, list[float]] = {v: [] for v in VARIANTS}
     ratios = []
     for r in range(rounds):
@@ -135,6 +148,7 @@ def bench_precision(config, batches, vocab_size, pad_id, precision, device, roun
         "ratio": statistics.median(ratios),
         "ratio_range": (min(ratios), max(ratios)),
         "memory": peak_memory_mb(device),
+        "work": work,
     }
 
 
@@ -150,6 +164,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    ceilings = matmul_ceilings()
+    print(host_summary(ceilings), flush=True)
     device = resolve_device(args.device)
     config = load_config(args.model, args.max_tokens)
     batches, vocab_size, pad_id = fixed_batches(config, max(args.rounds * args.steps, 2))
@@ -166,12 +182,27 @@ def main() -> None:
         for p in args.precisions
     ]
     print(f"\n{date.today()} | {platform.machine()} | torch {torch.__version__}\n")
-    print("| precision | relative tok/s | absolute tok/s | time ratio rel/abs (range) | peak mem |")
+    work = rows[0]["work"]
+    print(
+        f"training work per src+tgt token: relative {work['relative'] / 1e6:.1f} MFLOP, "
+        f"absolute {work['absolute'] / 1e6:.1f} MFLOP; {host_summary(ceilings)}\n"
+    )
+    print(
+        "| precision | relative tok/s (ceiling share) | absolute tok/s (ceiling share) | "
+        "time ratio rel/abs (range) | peak mem |"
+    )
     print("|---|---|---|---|---|")
     for row in rows:
         low, high = row["ratio_range"]
+        ceiling = ceilings.get(row["precision"]) if device.type == "cpu" else None
+        cells = []
+        for variant in VARIANTS:
+            share = ""
+            if ceiling:
+                share = f" ({row[variant] * row['work'][variant] / (ceiling * 1e9):.0%})"
+            cells.append(f"{row[variant]:,.0f}{share}")
         print(
-            f"| {row['precision']} | {row['relative']:,.0f} | {row['absolute']:,.0f} | "
+            f"| {row['precision']} | {cells[0]} | {cells[1]} | "
             f"{row['ratio']:.3f} ({low:.3f}-{high:.3f}) | {row['memory']:,.0f} MiB |"
         )
 
