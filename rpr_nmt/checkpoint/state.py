@@ -115,7 +115,14 @@ class TrainingState:
         return cls(config=config, best=best, progress=progress, rng_per_rank=per_rank, **rest)
 
     def check_resumable(self, config: TrainJobConfig, bpe_sha256: str, path: Path) -> None:
-        """Refuse to resume from another model or BPE model (CheckpointError says how)."""
+        """Refuse to resume from another model or BPE model, or from a file of weights alone
+        (CheckpointError says how)."""
+        if self.optimizer is None:
+            raise CheckpointError(
+                f"{path} holds weights alone (an averaged or inference checkpoint, no optimizer "
+                "state): a run cannot resume from it; copy the newest step_*.pt beside it over "
+                "it to resume, or keep averaged files outside checkpoints/"
+            )
         if self.config.model != config.model:
             saved, now = asdict(self.config.model), asdict(config.model)
             changed = sorted(k for k in now if saved.get(k) != now[k])

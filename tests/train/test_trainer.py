@@ -222,3 +222,15 @@ def test_best_pt_holds_the_update_the_summary_names(corpus, cache_dir, tmp_path,
     summary = train(compose_config(corpus, cache_dir, *extra, *budget), run)
     assert summary["best_checkpoint"] == str(run / "checkpoints" / "best.pt")
     assert load_checkpoint(run / "checkpoints" / "best.pt").step == summary["best_step"]
+
+
+def test_a_weights_only_last_pt_is_refused_with_how_to_resume(corpus, cache_dir, tmp_path):
+    from rpr_nmt.checkpoint import CheckpointError, average_checkpoints, save_checkpoint
+
+    run = tmp_path / "run"
+    quick = ("train.valid_bleu=false", "train.evaluate_at_end=false", "train.save_every=1")
+    train(compose_config(corpus, cache_dir, *quick, "train.max_steps=2"), run)
+    steps = sorted((run / "checkpoints").glob("step_*.pt"))
+    save_checkpoint(average_checkpoints(steps), run / "checkpoints" / "last.pt")
+    with pytest.raises(CheckpointError, match="holds weights alone .* copy the newest step_"):
+        train(compose_config(corpus, cache_dir, *quick, "train.max_steps=3"), run)
