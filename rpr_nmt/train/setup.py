@@ -49,6 +49,19 @@ def check_settings(cfg: TrainConfig) -> None:
         )
 
 
+def check_longest_pair_fits(config: TrainJobConfig) -> None:
+    """Refuse a length filter that lets through pairs no batch can hold: a pair of
+    data.max_tokens_per_sentence tokens (plus EOS / BOS) over train.max_tokens would form a
+    batch of its own past the bound, and a 20,000-token pair's attention runs out of memory."""
+    longest, budget = config.data.max_tokens_per_sentence, config.train.max_tokens
+    if longest + 1 > budget:
+        raise SettingsError(
+            f"data.max_tokens_per_sentence={longest} lets through pairs longer than a batch "
+            f"(train.max_tokens={budget}): lower it to at most {budget - 1} or raise "
+            "train.max_tokens"
+        )
+
+
 def check_model_settings(cfg: ModelConfig) -> None:
     """Refuse a model that cannot be built, naming the key, before any data is prepared."""
     if cfg.max_relative_position < 0:

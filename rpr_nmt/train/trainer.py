@@ -43,6 +43,7 @@ from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
     build_optimizer,
+    check_longest_pair_fits,
     check_model_settings,
     check_settings,
     decode_settings,
@@ -140,6 +141,7 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         check_settings(cfg)
         check_model_settings(self.config.model)
+        check_longest_pair_fits(self.config)
         self.requested_precision = cfg.precision
         cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
         self.config.decode = decode_settings(self.config.decode, ctx.device)

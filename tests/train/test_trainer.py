@@ -152,6 +152,7 @@ def test_a_stop_file_is_a_shared_stop_request(tmp_path):
         (["train.valid_bleu_sentences=-1"], "train.valid_bleu_sentences=-1 must be at least 1"),
         (["train.max_time_minutes=0"], "train.max_time_minutes=0.0 must be above 0"),
         (["train.max_time_minutes=-5"], "train.max_time_minutes=-5.0 must be above 0"),
+        (["data.max_tokens_per_sentence=20000"], "lower it to at most 399 or raise train.max"),
         (["train.best_metric=bleu", "train.valid_bleu=false"], "best_metric=bleu needs"),
         (["train.best_metric=accuracy"], "use loss or bleu"),
         (["train.update_freq=0"], "update_freq=0"),
