@@ -45,6 +45,18 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("or_default"):
         # Run folders are named after the overrides; an empty override list gets a name too.
         OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
+    if not OmegaConf.has_resolver("if_native_bf16"):
+        # A preset's value by the hardware (configs/train/demo.yaml): the first where the device
+        # that "auto" picks computes bf16 natively, the second elsewhere.
+        OmegaConf.register_new_resolver("if_native_bf16", if_native_bf16)
+
+
+def if_native_bf16(native: Any, otherwise: Any) -> Any:
+    """`native` where the device "auto" resolves to computes bf16 natively, else `otherwise`."""
+    from rpr_nmt.model import resolve_device
+    from rpr_nmt.precision import bf16_support
+
+    return native if bf16_support(resolve_device("auto")).native else otherwise
 
 
 def unknown_keys(cfg: DictConfig, prefix: str = "") -> list[str]:

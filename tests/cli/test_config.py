@@ -258,3 +258,27 @@ def test_translate_writes_no_files_of_its_own():
         assert (hydra.job.name, hydra.run.dir, hydra.output_subdir) == ("translate", ".", None)
         assert hydra.runtime.choices["hydra/job_logging"] == "none"
         assert hydra.runtime.choices["hydra/hydra_logging"] == "none"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_demo_preset_is_cpu_short_where_bf16_is_native_and_its_fp32_branch_elsewhere(
+    monkeypatch, native
+):
+    from dataclasses import asdict, replace
+
+    from rpr_nmt import precision
+    from rpr_nmt.cli.config_store import to_job_config
+
+    found = precision.Bf16Support(native, "a CPU of the test's choosing")
+    monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: found)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    demo = to_job_config(compose_job("train", ["train=demo"])).train
+    cpu_short = to_job_config(compose_job("train", ["train=cpu_short"])).train
+    assert demo.precision == "auto" and cpu_short.precision == "bf16"
+    if native:  # the published recipe, value for value
+        assert asdict(replace(demo, precision="bf16")) == asdict(cpu_short)
+    else:  # smaller batches, a shorter warmup; the rest as cpu_short
+        assert (demo.max_tokens, demo.warmup_steps) == (3000, 100)
+        assert asdict(replace(demo, precision="bf16", max_tokens=6000, warmup_steps=400)) == (
+            asdict(cpu_short)
+        )
