@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
@@ -108,3 +109,29 @@ def test_the_command_lines_train_evaluate_and_translate(group, corpus, cache_dir
     )  # fmt: skip
     assert translate.returncode == 0, translate.stderr[-3000:]
     assert len(translate.stdout.splitlines()) == 2
+
+
+NEW_FIELDS = ("absolute_positions", "max_positions", "relative_positions", "rope_base")
+NEW_FIELDS += ("rope_dims", "rope_layout", "t5_num_buckets", "t5_max_distance")
+
+
+@pytest.mark.parametrize("group", ["relative", "both"])
+def test_a_run_from_before_the_axes_resumes_exactly(group, corpus, cache_dir, tmp_path):
+    """Its checkpoints lack the position axes' fields: they read as sinusoid + shaw, the composed
+    config matches them, and the loss curve goes on as if never interrupted."""
+    common = (f"positions={group}", "train.valid_every=3", "train.save_every=2")
+    common += ("train.valid_bleu=false", "train.evaluate_at_end=false")
+    train(compose_config(corpus, cache_dir, *common, "train.max_steps=6"), tmp_path / "a")
+    train(compose_config(corpus, cache_dir, *common, "train.max_steps=4"), tmp_path / "b")
+    for path in (tmp_path / "b" / "checkpoints").glob("*.pt"):
+        if path.is_symlink():
+            continue
+        raw = torch.load(path, weights_only=True)
+        for key in NEW_FIELDS:  # as written before the axes existed (links: seen twice)
+            raw["config"]["model"].pop(key, None)
+        torch.save(raw, path)
+    last = torch.load(tmp_path / "b" / "checkpoints" / "last.pt", weights_only=True)
+    assert not set(NEW_FIELDS) & set(last["config"]["model"])
+    resumed = train(compose_config(corpus, cache_dir, *common, "train.max_steps=6"), tmp_path / "b")
+    assert resumed["session_steps"] == 2
+    assert train_curve(tmp_path / "a") == train_curve(tmp_path / "b")
