@@ -6,9 +6,10 @@
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
 # `carry`; `python scripts/gpu_prepare.py` builds them here beforehand. The stages write to SITTING
-# (default /tmp/gpu_sitting); at the end SITTING is packed into one file, sitting.tar.gz, in $OUT (the
-# device's return folder; RESULTS=DIR elsewhere), and nothing else goes there: a device call returns
-# at most 8 files, and a sweep writes dozens.
+# (default /tmp/gpu_sitting); as each stage ends, the files it wrote are packed into one file,
+# STAGE.tar.gz, in $OUT (the device's return folder; RESULTS=DIR elsewhere), written under a temporary
+# name and renamed, so that a call cut at its 10-minute limit still returns every stage it finished.
+# Nothing else goes there: a device call returns at most 8 files, and a sweep writes dozens.
 #
 #   env     versions, GPU, packages: env.txt
 #   tests   pytest -m gpu: gpu_tests.log
@@ -171,10 +172,27 @@ stage_sweep() {
   done
 }
 
+pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.gz
+  local name=$1 marker=$2 list
+  list=$(mktemp)
+  (cd "$SITTING" && find . -type f -newer "$marker" ! -name '.stage_start*') > "$list"
+  tar -czf "$RETURN/$name.tar.gz.part" -C "$SITTING" -T "$list" &&
+    mv "$RETURN/$name.tar.gz.part" "$RETURN/$name.tar.gz" &&
+    echo "packed $(wc -l < "$list") files of $name into $RETURN/$name.tar.gz"
+  rm -f "$list"
+}
+
 for stage in "$@"; do
   case $stage in
-    env|tests|speed|onmt|decode|sweep) echo "== $stage $(date -u +%T)"; "stage_$stage" ;;
+    env|tests|speed|onmt|decode|sweep) ;;
     *) echo "unknown stage $stage: env tests speed onmt decode sweep" >&2; exit 2 ;;
   esac
 done
-tar -czf "$RETURN/sitting.tar.gz" -C "$SITTING" . && tar -tvzf "$RETURN/sitting.tar.gz" | grep -v /$
+for stage in "$@"; do
+  echo "== $stage $(date -u +%T)"
+  marker="$SITTING/.stage_start_$stage"
+  touch "$marker"
+  sleep 1  # a file written in the marker's second still counts as newer
+  "stage_$stage"
+  pack_stage "$stage" "$marker"
+done
