@@ -292,9 +292,15 @@ class Trainer:
         return self.ema.swapped_into(self.model)
 
     def _validate(self) -> None:
-        """Validation loss and perplexity (all ranks), greedy BLEU (rank 0); track the best."""
-        with self._evaluation_weights():
-            figures = self._validation_figures()
+        """Validation loss and perplexity (all ranks), greedy BLEU (rank 0); track the best.
+        A validation that fails saves the trained weights first (outside the weight average)."""
+        try:
+            with self._evaluation_weights():
+                figures = self._validation_figures()
+        except Exception:
+            if self.saved_at != self.step:
+                self._save()
+            raise
         self.monitor.valid(self.step, figures)
         self.validated_at = self.step
         best, metric = self.best, self.cfg.best_metric

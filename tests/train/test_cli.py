@@ -96,3 +96,19 @@ def test_bad_data_is_one_line_and_exit_2(cache_dir, tmp_path):
     done = run_train(args, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("rpr-nmt-train: error:") and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["decode.max_sentences=0", "decode.precision=fp16", "train.valid_bleu_sentences=0",
+     "decode.beam_size=0", "decode.nbest=5", "train.max_time_minutes=0"],
+)  # fmt: skip
+def test_a_setting_used_only_later_fails_before_the_data_is_prepared(corpus, tmp_path, bad):
+    # Each of these used to train and then fail at the first validation or the final evaluation.
+    cache = tmp_path / "cache"
+    args = tiny_overrides(corpus, cache, tmp_path / "run", "train.max_steps=20", bad)
+    done = run_train([*args, "train.valid_every=10", "train.save_every=10"], timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("rpr-nmt-train: error:") and "Traceback" not in done.stderr
+    assert bad.split("=")[0] in done.stderr
+    assert not cache.exists()  # nothing prepared

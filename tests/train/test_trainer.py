@@ -235,3 +235,19 @@ def test_a_weights_only_last_pt_is_refused_with_how_to_resume(corpus, cache_dir,
     save_checkpoint(average_checkpoints(steps), run / "checkpoints" / "last.pt")
     with pytest.raises(CheckpointError, match="holds weights alone .* copy the newest step_"):
         train(compose_config(corpus, cache_dir, *quick, "train.max_steps=3"), run)
+
+
+def test_a_failing_validation_saves_the_trained_weights_first(
+    corpus, cache_dir, tmp_path, monkeypatch
+):
+    import rpr_nmt.train.trainer as trainer_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("validation broke")
+
+    monkeypatch.setattr(trainer_module, "validation_bleu", broken)
+    run = tmp_path / "run"
+    budget = ("train.max_steps=8", "train.valid_every=3", "train.save_every=100")
+    with pytest.raises(RuntimeError, match="validation broke"):
+        train(compose_config(corpus, cache_dir, *budget), run)
+    assert load_checkpoint(run / "checkpoints" / "last.pt").step == 3
