@@ -152,6 +152,21 @@ class EvaluateJobConfig:
 
 
 @dataclass
+class ScoreJobConfig:
+    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before scoring
+    weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
+    split: str | None = None  # split to score; null = the data config's test_split
+    data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
+    data_root: str | None = None  # the corpus folder here, when it moved since training
+    source: str | None = None  # a source file to score instead of a split (with reference=)
+    reference: str | None = None  # its reference translations, line-aligned with source=
+    pairs: str | None = None  # a file of `source ||| reference` lines instead; "-" = stdin
+    by_length: bool = False  # also tabulate perplexity by source-length bucket and target position
+    bounds: list[int] = field(default_factory=lambda: [1, 11, 16, 21, 26, 31])  # bucket starts
+    decode: DecodeConfig = field(default_factory=DecodeConfig)  # batching and precision only
+
+
+@dataclass
 class TranslateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained

@@ -21,6 +21,7 @@ from rpr_nmt.config import (
     DecodeConfig,
     EvaluateJobConfig,
     ModelConfig,
+    ScoreJobConfig,
     TrainConfig,
     TrainJobConfig,
     TranslateJobConfig,
@@ -35,6 +36,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainJobConfig)
     cs.store(name="evaluate_schema", node=EvaluateJobConfig)
     cs.store(name="translate_schema", node=TranslateJobConfig)
+    cs.store(name="score_schema", node=ScoreJobConfig)
     for group, node in (
         ("data", DataConfig),
         ("model", ModelConfig),

@@ -32,7 +32,10 @@ PUBLIC_NAMES = {
     "model": {"transformer_tiny", "transformer_small", "transformer_base", "transformer_big"},
     "positions": {"absolute", "relative", "both", "relative_k4", "relative_k16"},
 }
-PRIMARY_EXTRA = {"train": [], "evaluate": ["checkpoint=x.pt"], "translate": ["checkpoint=x.pt"]}
+PRIMARY_EXTRA = {
+    "train": [], "evaluate": ["checkpoint=x.pt"], "translate": ["checkpoint=x.pt"],
+    "score": ["checkpoint=x.pt"],
+}  # fmt: skip
 
 
 def options(group: str) -> list[str]:
@@ -49,10 +52,13 @@ def test_public_config_names_exist():
         assert names <= set(options(group))
 
 
-@pytest.mark.parametrize("primary", ["train", "evaluate", "translate"])
+@pytest.mark.parametrize("primary", ["train", "evaluate", "translate", "score"])
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_every_primary_composes_with_every_option(primary, group):
-    groups_of = {"train": set(GROUPS), "evaluate": {"data", "decode"}, "translate": {"decode"}}
+    groups_of = {
+        "train": set(GROUPS), "evaluate": {"data", "decode"}, "translate": {"decode"},
+        "score": {"data", "decode"},
+    }  # fmt: skip
     if group not in groups_of[primary]:
         pytest.skip(f"{primary} has no {group} group")
     for option in options(group):
@@ -251,6 +257,12 @@ def test_runs_folder_comes_from_environment(monkeypatch, tmp_path):
     with hydra_config(compose_job("evaluate", [], hydra=True)) as hydra:
         assert hydra.job.name == "evaluate"
         assert re.fullmatch(rf"{tmp_path}/evaluate/\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d", hydra.run.dir)
+
+
+def test_score_reads_fp32_whatever_the_decode_preset():
+    for preset in options("decode"):
+        cfg = compose_job("score", [f"decode={preset}", "by_length=true"])
+        assert cfg.decode.precision == "fp32" and cfg.by_length and cfg.bounds[0] == 1
 
 
 def test_translate_writes_no_files_of_its_own():

@@ -1,0 +1,174 @@
+"""rpr-nmt-score: the model's log-probability of given references (forced decoding).
+
+    rpr-nmt-score checkpoint=runs/train/default/checkpoints/last.pt        # the data's test split
+    rpr-nmt-score checkpoint=runs/train/default split=val by_length=true   # + tables by length
+    rpr-nmt-score checkpoint=model.pt source=news.en reference=news.de     # a local file pair
+    echo "A man rides. ||| Ein Mann fährt." | rpr-nmt-score checkpoint=model.pt pairs=-
+
+Prints `perplexity = X` (per reference token, EOS included); writes score_<name>.txt (one line
+per sentence: its total log-probability ||| each token's, EOS last) and score_<name>.json (the
+corpus figures, and with by_length=true the perplexity by source-length bucket and by target
+position, also printed as tables) into Hydra's run directory. <name> is the split, or "pairs"
+for source=/reference= and pairs=. Bad input (a missing file, files of different line counts, an
+empty reference line, a pairs line without " ||| ") prints one line on stderr, exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rpr_nmt.cli.common import (
+    UsageError,
+    checked_decode_config,
+    checkpoints_of,
+    exit_on_error,
+    job_config,
+    use_ema,
+)
+from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.evaluate import data_config
+from rpr_nmt.config import ScoreJobConfig, TrainJobConfig
+from rpr_nmt.data import DataError
+
+PROG = "rpr-nmt-score"
+SEPARATOR = " ||| "
+
+
+def read_pairs_file(path: str) -> tuple[list[str], list[str]]:
+    """`source ||| reference` lines from a file, or stdin for "-" (DataError names a bad line)."""
+    from rpr_nmt.data.textfile import read_lines
+
+    if path == "-":
+        try:
+            lines = sys.stdin.buffer.read().decode("utf-8").split("\n")
+        except UnicodeDecodeError as e:
+            raise DataError(f"stdin is not UTF-8 text ({e.reason} at byte {e.start})") from e
+        lines = [line.removesuffix("\r") for line in lines]
+        lines = lines[:-1] if lines and lines[-1] == "" else lines
+    else:
+        lines = read_lines(path)
+    where = "stdin" if path == "-" else path
+    sources, refs = [], []
+    for number, line in enumerate(lines, start=1):
+        if SEPARATOR not in line:
+            raise DataError(
+                f"{where} line {number}: no ' ||| ' between source and reference in {line[:60]!r}; "
+                "write each pair as `source ||| reference`"
+            )
+        source, ref = line.split(SEPARATOR, 1)
+        sources.append(source.strip())
+        refs.append(ref.strip())
+    return sources, refs
+
+
+def read_file_pair(source: str, reference: str) -> tuple[list[str], list[str]]:
+    """The lines of source= and reference= (DataError if their line counts differ)."""
+    from rpr_nmt.data.textfile import read_lines
+
+    sources, refs = read_lines(source), read_lines(reference)
+    if len(sources) != len(refs):
+        raise DataError(
+            f"source={source} has {len(sources)} lines but reference={reference} has {len(refs)}: "
+            "line i of the reference must translate line i of the source"
+        )
+    return sources, refs
+
+
+def check_references(refs: Sequence[str], where: str) -> None:
+    """Refuse an empty reference line: it would score only an EOS, which measures nothing."""
+    for number, ref in enumerate(refs, start=1):
+        if not ref.strip():
+            raise DataError(
+                f"{where}: reference line {number} is empty; remove the pair or give its "
+                "translation"
+            )
+
+
+def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[str], list[str]]:
+    """(name for the output files, sources, references) from pairs=, source=/reference= or a
+    split of the data, whichever the command line gives (UsageError when they are mixed)."""
+    from rpr_nmt.data import read_parallel_text
+
+    files = job.source is not None or job.reference is not None
+    if files and (job.source is None or job.reference is None):
+        raise UsageError("source= and reference= go together: give both files, or neither")
+    if sum([files, job.pairs is not None, job.split is not None]) > 1:
+        raise UsageError("give one input: split=NAME, source=FILE reference=FILE, or pairs=FILE")
+    if job.pairs is not None:
+        sources, refs = read_pairs_file(job.pairs)
+        check_references(refs, "stdin" if job.pairs == "-" else job.pairs)
+        return "pairs", sources, refs
+    if files:
+        sources, refs = read_file_pair(job.source, job.reference)
+        check_references(refs, job.reference)
+        return "pairs", sources, refs
+    data_cfg = data_config(job, trained.data)
+    split = job.split or data_cfg.test_split
+    sources, refs = read_parallel_text(data_cfg, split)
+    check_references(refs, f"{data_cfg.name} split '{split}'")
+    return split, sources, refs
+
+
+def bucket_labels(bounds: Sequence[int]) -> list[str]:
+    """'1-10', '11-15', ..., '31+' for bounds (1, 11, 16, ..., 31)."""
+    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:])]
+    return labels + [f"{bounds[-1]}+"]
+
+
+def checked_bounds(bounds: Sequence[int]) -> list[int]:
+    """bounds= when they rise strictly from at least 1 (UsageError otherwise)."""
+    bounds = list(bounds)
+    if not bounds or bounds[0] < 1 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+        raise UsageError(f"bounds={bounds}: give rising bucket starts from 1, e.g. [1,11,16,21]")
+    return bounds
+
+
+def run(job: ScoreJobConfig, out_dir: str) -> None:
+    """Load, read the pairs, score, print and write the files."""
+    from rpr_nmt.checkpoint import load_for_inference
+    from rpr_nmt.decode.forced import score_references
+    from rpr_nmt.evaluate import likelihood
+    from rpr_nmt.model import resolve_device
+
+    paths = [str(p) for p in checkpoints_of(job.checkpoint)]
+    decode = checked_decode_config(job.decode)
+    bounds = checked_bounds(job.bounds)
+    device = resolve_device(decode.device)
+    model, tokenizer, trained = load_for_inference(paths, device, use_ema=use_ema(job.weights))
+    name, sources, refs = read_input(job, trained)
+    print(f"{PROG}: {len(paths)} checkpoint(s); {name}, {len(sources)} pairs; "
+          f"{decode.precision} on {device}", flush=True)  # fmt: skip
+    scores = score_references(model, tokenizer, sources, refs, decode)
+    corpus = likelihood.corpus_perplexity(scores)
+    record = {**asdict(corpus), "input": name, "checkpoint": paths, "precision": decode.precision}
+    print(f"perplexity = {corpus.perplexity:.4f}  ({corpus.tokens} reference tokens, EOS "
+          f"included; nll {corpus.nll_per_token:.4f} nats/token)")  # fmt: skip
+    if job.by_length:
+        labels = bucket_labels(bounds)
+        tables = {
+            "source length": likelihood.by_source_length(scores, bounds),
+            "target position": likelihood.by_target_position(scores, bounds),
+        }
+        record["buckets"] = {"bounds": bounds, "labels": labels}
+        for title, figures in tables.items():
+            record["by_" + title.replace(" ", "_")] = [asdict(f) for f in figures]
+            print(f"\n{likelihood.bucket_table(title, labels, figures)}")
+    text_path, json_path = likelihood.write_scores(out_dir, name, scores, record)
+    print(f"written: {text_path}, {json_path}")
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="score", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Score references with a checkpoint."""
+    out_dir = HydraConfig.get().runtime.output_dir
+    exit_on_error(PROG, lambda: run(job_config(cfg), out_dir))
+
+
+if __name__ == "__main__":
+    main()
