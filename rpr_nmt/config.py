@@ -148,6 +148,8 @@ class EvaluateJobConfig:
     split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
     data_root: str | None = None  # the corpus folder here, when it moved since training
+    # more reference files for the split, line-aligned with it: multi-reference BLEU, chrF, TER
+    extra_references: list[str] = field(default_factory=list)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 

@@ -4,8 +4,10 @@
     rpr-nmt-evaluate 'checkpoint=[a.pt,b.pt]' data=multi30k_en_de decode.beam_size=4
     rpr-nmt-evaluate checkpoint=runs/train/default     # the run's kept step checkpoints, averaged
     rpr-nmt-evaluate checkpoint=gpu/last.pt data_root=../shared/data/multi30k   # the corpus moved
+    rpr-nmt-evaluate checkpoint=last.pt split=val 'extra_references=[val2.de,val3.de]'  # 3 refs
 
-Prints sacreBLEU with its signature, chrF and the paper-style tokenized BLEU; writes
+Prints sacreBLEU, chrF and TER, each with its signature (nrefs:3 with two extra reference files:
+sacrebleu's multi-reference scores), and the paper-style tokenized BLEU; writes
 hyp_<split>.txt and eval_<split>.json into Hydra's run directory. A missing or unreadable
 checkpoint, bad data or impossible decode settings print one line on stderr and exit with status 2.
 """
@@ -46,17 +48,44 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     data_cfg = data_config(job, config.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
+    extra_refs = [read_extra_references(path, len(refs)) for path in job.extra_references]
     setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
     print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg.name} {split}, "
           f"{len(sources)} sentences; {setup} on {device}", flush=True)  # fmt: skip
     scores = evaluate_split(
         model, tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
-        checkpoint=paths, log=print,
+        checkpoint=paths, extra_refs=extra_refs, reference_files=job.extra_references, log=print,
     )  # fmt: skip
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")
+    print(f"TER = {scores.ter:.2f}  {scores.ter_signature}")
     print(f"tokenized BLEU = {scores.tokenized_bleu:.2f}  {scores.tokenized_signature}")
     print(f"written: {out_dir}/hyp_{split}.txt, {out_dir}/eval_{split}.json")
+
+
+def read_extra_references(path: str, n_lines: int) -> list[str]:
+    """The lines of an extra reference file, `n_lines` of them, none empty.
+
+    Raises:
+        DataError: the file is missing or unreadable, has another line count than the split, or
+            an empty line (sacrebleu would silently score that sentence against fewer references).
+    """
+    from rpr_nmt.data import DataError
+    from rpr_nmt.data.textfile import read_lines
+
+    lines = read_lines(path)
+    if len(lines) != n_lines:
+        raise DataError(
+            f"extra reference file {path} has {len(lines)} lines but the split has {n_lines}: "
+            "line i of every reference file must translate source line i"
+        )
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise DataError(
+                f"extra reference file {path} line {number} is empty: give that sentence's "
+                "reference"
+            )
+    return lines
 
 
 def data_config(job: EvaluateJobConfig, trained_on: DataConfig) -> DataConfig:

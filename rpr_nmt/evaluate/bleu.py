@@ -1,4 +1,5 @@
-"""Corpus scores: sacreBLEU on detokenised text (primary), chrF, and paper-style tokenized BLEU.
+"""Corpus scores: sacreBLEU on detokenised text (primary), chrF, TER, and paper-style tokenized
+BLEU, against one reference per sentence or several (sacrebleu's multi-reference scoring).
 
 sacreBLEU: the standard 13a tokenizer (sacrebleu's default for Latin-script targets; for zh, ja
 and ko its recommended tokenizer, chosen from the target language as `sacrebleu -l src-tgt`
@@ -23,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -32,12 +33,14 @@ _TOKENIZE_13A = Tokenizer13a()
 
 @dataclass(frozen=True)
 class Scores:
-    """Corpus-level scores of a set of hypotheses against one reference each."""
+    """Corpus-level scores of a set of hypotheses against one or more references each."""
 
     bleu: float  # sacreBLEU on detokenised text
     signature: str  # its sacreBLEU signature, e.g. nrefs:1|case:mixed|eff:no|tok:13a|...
     chrf: float  # chrF2 (sacrebleu defaults)
     chrf_signature: str
+    ter: float  # translation edit rate (sacrebleu defaults), lower is better
+    ter_signature: str
     tokenized_bleu: float  # BLEU on 13a-tokenized, compound-split text (paper-comparable)
     tokenized_signature: str  # how tokenized_bleu was computed
     sentences: int  # number of hypothesis / reference pairs
@@ -53,32 +56,47 @@ def paper_tokenize(text: str) -> str:
     return compound_split(_TOKENIZE_13A(text.strip()))
 
 
-def score_corpus(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> Scores:
-    """sacreBLEU (with signature), chrF and tokenized compound-split BLEU of a corpus.
+def score_corpus(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    tgt_lang: str,
+    *,
+    extra_refs: Sequence[Sequence[str]] = (),
+) -> Scores:
+    """sacreBLEU, chrF, TER (each with its signature) and tokenized compound-split BLEU.
+
+    With extra_refs, every metric is sacrebleu's multi-reference score against refs and each
+    further reference set (the signatures then say nrefs:2, ...).
 
     Args:
         hyps: detokenised hypotheses, one per reference.
         refs: raw references.
         tgt_lang: target language code; picks sacreBLEU's tokenizer (13a except for zh, ja, ko).
+        extra_refs: further reference sets, each line-aligned with refs.
 
     Returns:
         The scores and their signatures.
 
     Raises:
-        ValueError: hyps and refs differ in length.
+        ValueError: hyps and a reference set differ in length.
     """
-    if len(hyps) != len(refs):
-        raise ValueError(
-            f"{len(hyps)} hypotheses for {len(refs)} references: they must be line-aligned"
-        )
-    hyps, refs = list(hyps), list(refs)
+    streams = [list(refs)] + [list(r) for r in extra_refs]
+    for number, stream in enumerate(streams, start=1):
+        if len(hyps) != len(stream):
+            raise ValueError(
+                f"{len(hyps)} hypotheses for {len(stream)} references (reference set {number}): "
+                "they must be line-aligned"
+            )
+    hyps = list(hyps)
     bleu = BLEU(trg_lang=tgt_lang)
-    bleu_score = bleu.corpus_score(hyps, [refs])
+    bleu_score = bleu.corpus_score(hyps, streams)
     chrf = CHRF()
-    chrf_score = chrf.corpus_score(hyps, [refs])
+    chrf_score = chrf.corpus_score(hyps, streams)
+    ter = TER()
+    ter_score = ter.corpus_score(hyps, streams)
     tok_bleu = BLEU(tokenize="none", force=True)
     tok_score = tok_bleu.corpus_score(
-        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in refs]]
+        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in s] for s in streams]
     )
     tok_signature = f"13a+compound-split(##AT##)|{tok_bleu.get_signature().format()}"
     return Scores(
@@ -86,6 +104,8 @@ def score_corpus(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> Sco
         signature=bleu.get_signature().format(),
         chrf=float(chrf_score.score),
         chrf_signature=chrf.get_signature().format(),
+        ter=float(ter_score.score),
+        ter_signature=ter.get_signature().format(),
         tokenized_bleu=float(tok_score.score),
         tokenized_signature=tok_signature,
         sentences=len(hyps),

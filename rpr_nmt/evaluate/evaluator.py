@@ -42,6 +42,8 @@ def evaluate_split(
     split: str,
     *,
     checkpoint: str | Path | Sequence[str | Path] | None = None,
+    extra_refs: Sequence[Sequence[str]] = (),
+    reference_files: Sequence[str] = (),
     log: Callable[[str], None] | None = None,
 ) -> Scores:
     """Translate `sources`, score against `refs`, write hyp_<split>.txt and eval_<split>.json.
@@ -56,6 +58,9 @@ def evaluate_split(
         out_dir: folder for the two files (created if missing).
         split: split name used in the file names.
         checkpoint: checkpoint path(s), recorded in the JSON file.
+        extra_refs: further reference sets, line-aligned with refs: sacrebleu's multi-reference
+            BLEU, chrF and TER.
+        reference_files: the files of extra_refs, recorded in the JSON file.
         log: where to report decoding speed; None = silent.
 
     Returns:
@@ -70,7 +75,7 @@ def evaluate_split(
     nbest = translate(model, tokenizer, sources, decode_cfg)
     seconds = time.perf_counter() - start
     hyps = [detokenize(tokenizer, hyps) for hyps in nbest]
-    scores = score_corpus(hyps, refs, tgt_lang)
+    scores = score_corpus(hyps, refs, tgt_lang, extra_refs=extra_refs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_lines(out / f"hyp_{split}.txt", hyps)
@@ -81,6 +86,7 @@ def evaluate_split(
         "sentences_per_sec": speed,
         "decode_seconds": seconds,
         "checkpoint": _paths(checkpoint),
+        "extra_references": [str(p) for p in reference_files],
         "decode": {**asdict(decode_cfg), "device": str(_device(model))},
     }
     (out / f"eval_{split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -79,3 +79,34 @@ def test_perfect_and_misaligned_corpora():
     assert perfect.bleu == pytest.approx(100.0) and perfect.tokenized_bleu == pytest.approx(100.0)
     with pytest.raises(ValueError, match="line-aligned"):
         score_corpus(HYPS[:2], REFS, "de")
+
+
+def test_ter_on_a_constructed_case_and_against_the_command_line(tmp_path):
+    # One substitution in four reference words: TER = 1 / 4.
+    scores = score_corpus(["a b c d"], ["a b x d"], "de")
+    assert scores.ter == pytest.approx(25.0) and scores.ter_signature.startswith("nrefs:1|")
+    ref, hyp = write(tmp_path / "ref.de", REFS), write(tmp_path / "hyp.de", HYPS)
+    ter = float(sacrebleu_cli(ref, hyp, "-m", "ter", "-b", "-w", "6"))
+    assert ter == pytest.approx(score_corpus(HYPS, REFS, "de").ter, abs=1e-6)
+
+
+def test_a_second_reference_set_credits_what_the_first_misses(tmp_path):
+    # Each hypothesis matches exactly one of its two references: every metric is perfect with
+    # both sets, and neither set alone gives that.
+    hyps = ["the cat sat on the mat .", "a dog runs in the park ."]
+    first = ["the cat sat on the mat .", "one dog is running through a park ."]
+    second = ["a cat was sitting on a rug .", "a dog runs in the park ."]
+    both = score_corpus(hyps, first, "en", extra_refs=[second])
+    assert (both.bleu, both.chrf, both.ter) == pytest.approx((100.0, 100.0, 0.0))
+    assert both.tokenized_bleu == pytest.approx(100.0)
+    for signature in (both.signature, both.chrf_signature, both.ter_signature):
+        assert signature.startswith("nrefs:2|")
+    alone = score_corpus(hyps, first, "en")
+    assert alone.bleu < 100.0 and alone.ter > 0.0
+    r1, r2 = write(tmp_path / "r1", first), write(tmp_path / "r2", second)
+    hyp = write(tmp_path / "hyp", hyps)
+    cmd = [str(SACREBLEU), str(r1), str(r2), "-i", str(hyp), "-m", "bleu", "chrf", "ter", "-b"]
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    assert out == pytest.approx([both.bleu, both.chrf, both.ter], abs=0.05)
+    with pytest.raises(ValueError, match="reference set 2"):
+        score_corpus(hyps, first, "en", extra_refs=[second[:1]])

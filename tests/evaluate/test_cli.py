@@ -96,6 +96,38 @@ def test_evaluate_writes_files_and_bleu_equals_the_sacrebleu_command_line(tiny_r
     assert float(cli_bleu) == pytest.approx(record["bleu"], abs=1e-4)
 
 
+def test_evaluate_scores_extra_references_as_sacrebleu_does(tiny_run, tmp_path):
+    args = [f"checkpoint={tiny_run['a']}", "decode.beam_size=1", "decode.max_len_b=4"]
+    out = cli("evaluate", *args, f"hydra.run.dir={tmp_path / 'one'}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^TER = \d+\.\d\d  nrefs:1\|case:lc\|tok:tercom", out.stdout, re.M)
+    hyps = (tmp_path / "one" / "hyp_test.txt").read_text(encoding="utf-8").splitlines()
+    extra = tmp_path / "extra.de"  # the hypotheses themselves, a blank one replaced
+    extra.write_text("".join((h if h.strip() else "leer") + "\n" for h in hyps), "utf-8")
+    run_dir = tmp_path / "two"
+    out = cli(
+        "evaluate", *args, f"extra_references=[{extra}]", f"hydra.run.dir={run_dir}", cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    record = json.loads((run_dir / "eval_test.json").read_text())
+    assert record["extra_references"] == [str(extra)]
+    for key in ("signature", "chrf_signature", "ter_signature"):
+        assert record[key].startswith("nrefs:2|")
+    ref, hyp = tiny_run["data"] / "test.de", run_dir / "hyp_test.txt"
+    for metric in ("bleu", "chrf", "ter"):
+        cmd = [str(SACREBLEU), str(ref), str(extra), "-i", str(hyp), "-m", metric, "-b", "-w", "4"]
+        value = float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        assert value == pytest.approx(record[metric], abs=1e-4)
+    short, blank = tmp_path / "short.de", tmp_path / "blank.de"
+    short.write_text("ein mann.\n", encoding="utf-8")
+    blank.write_text("ein mann.\n\n" + "ein hund.\n" * 5, encoding="utf-8")
+    for path, message in ((short, "has 1 lines but the split has 7"), (blank, "line 2 is empty")):
+        out = cli("evaluate", *args, f"extra_references=[{path}]", "hydra.run.dir=x", cwd=tmp_path)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.strip().startswith("rpr-nmt-evaluate: error: extra reference file")
+        assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
 def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     ckpts = f"checkpoint=[{tiny_run['a']},{tiny_run['b']}]"
