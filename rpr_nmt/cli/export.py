@@ -4,10 +4,12 @@
     rpr-nmt-export avg20.pt --format ctranslate2 -o exported/big-int8 --quantization int8
 
 The folder holds the CTranslate2 model, the checkpoint's BPE model as sentencepiece.model, and
-rpr_nmt_export.json (checkpoint, step, weights, model and decode settings). Models CTranslate2
-cannot represent exactly (one relative table per head; the sinusoid together with relative
-positions) are refused with one line naming the setting. Errors exit with status 2. See
-docs/deployment.md for translating with the folder and the options that reproduce our decoding.
+rpr_nmt_export.json (checkpoint, step, weights, model and decode settings). Every position
+method exports but ALiBi (the sinusoid, a learned table, Shaw's tables, RoPE, T5's bias, none);
+models CTranslate2 cannot represent exactly (ALiBi; one relative table per head; T5 tables per
+layer; an absolute method together with a relative one) are refused with one line naming the
+setting. Errors exit with status 2. See docs/deployment.md for translating with the folder and
+the options that reproduce our decoding.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-positions",
         type=int,
         default=1024,
-        help="sinusoid-only models: positions in the exported table (longer inputs fail)",
+        help="sinusoid-only models: rows of the exported table (a learned table keeps its own)",
     )
     parser.add_argument(
         "--force",

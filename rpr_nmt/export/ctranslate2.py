@@ -16,6 +16,8 @@ What CTranslate2 (4.x, src/layers/attention.cc and transformer.cc) computes, and
     no positions at all (k = 0, no sinusoid)   relative tables of one zero row (k = 0)
     sinusoid only (k = 0)                      position_encodings: our own table, N rows (its
                                                built-in sinusoid differs: [sin | cos], from 1)
+    learned table, RoPE, T5's bias             position_encodings, rotary_*, relative_attention_
+                                               bias: export/positions.py, with the reasons
     q, k, v, out projections                   self: linear[0] = [q; k; v], linear[1] = out;
                                                cross: linear[0] = q, [1] = [k; v], [2] = out
     SublayerNorm before / after a sublayer     layer_norm of the sublayer, pre_norm flag
@@ -25,9 +27,10 @@ What CTranslate2 (4.x, src/layers/attention.cc and transformer.cc) computes, and
     nn.LayerNorm eps                           config layer_norm_epsilon
     source = ids + EOS, target starts at BOS   add_source_eos, decoder_start_token = BOS piece
 
-What it cannot hold is refused (check_exportable), never approximated: one table per head, and
+What it cannot hold is refused (check_exportable), never approximated: one table per head,
 absolute with relative positions together (CTranslate2 builds no position encoder when an
-attention layer has relative tables).
+attention layer has relative tables, a rotation or a bias), ALiBi (a decoder's only in
+CTranslate2) and T5 tables per layer (CTranslate2 reuses the first layer's): export/positions.py.
 """
 
 from __future__ import annotations
@@ -41,8 +44,13 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.data import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from rpr_nmt.export.positions import (
+    position_refusal,
+    set_stack_positions,
+    stack_options,
+)
+from rpr_nmt.export.positions import spec_array as _array
 from rpr_nmt.model import RelativeMultiheadAttention, Transformer
-from rpr_nmt.model.embeddings import sinusoidal_encoding
 from rpr_nmt.model.layers import FeedForward, SublayerNorm
 
 __all__ = [
@@ -96,28 +104,9 @@ def check_exportable(model: Transformer) -> None:
     Raises:
         ExportError: names the setting and the override that would make a model exportable.
     """
-    args = model.arguments
-    # The position methods beyond the paper's (issue 32) have no export yet: refused, where the
-    # spec below would silently drop their rotation, bias or table.
-    absolute = args.get("absolute_positions", "sinusoid")
-    relative = args.get("relative_positions", "shaw")
-    newer = [f"model.{key}={value}" for key, value, known in (
-        ("absolute_positions", absolute, ("sinusoid", "none")),
-        ("relative_positions", relative, ("shaw", "none")),
-    ) if value not in known]  # fmt: skip
-    if newer:
-        raise ExportError(
-            f"{' and '.join(newer)} cannot be exported yet: rpr-nmt-export writes the sinusoid "
-            "and Shaw's tables only, and CTranslate2 would translate this model without its "
-            "positions; translate it with rpr-nmt-translate"
-        )
-    k = args["relative"].k
-    if _has_relative_tables(model) and args["sinusoidal"]:
-        raise ExportError(
-            f"model.sinusoidal=true with relative positions (model.max_relative_position={k}) "
-            "cannot be exported: CTranslate2 adds no absolute encoding to a Transformer with "
-            "relative tables; train with model.sinusoidal=false (or model.max_relative_position=0)"
-        )
+    problem = position_refusal(model, _has_relative_tables(model))  # export/positions.py
+    if problem:
+        raise ExportError(problem)
     for name, table in _relative_tables(model):
         if table.dim() == 3 and not bool((table == table[:1]).all()):
             raise ExportError(
@@ -143,23 +132,24 @@ def build_spec(model: Transformer, tokenizer: Tokenizer, *, max_positions: int =
 
     check_exportable(model)
     args = model.arguments
-    absolute = args["sinusoidal"] and not _has_relative_tables(model)
-    spec = transformer_spec.TransformerSpec.from_config(
-        (args["n_encoder_layers"], args["n_decoder_layers"]),
-        args["n_heads"],
-        with_relative_position=not absolute,
+    stack_args = dict(
         pre_norm=args["pre_norm"],
         activation=common_spec.Activation.RELU,
+        **stack_options(model, _has_relative_tables(model)),
+    )  # TransformerSpec.from_config's, with the rotary options it does not pass on
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(
+            args["n_encoder_layers"], args["n_heads"], **stack_args
+        ),
+        transformer_spec.TransformerDecoderSpec(
+            args["n_decoder_layers"], args["n_heads"], **stack_args
+        ),
     )
     for stack, ours in ((spec.encoder, model.encoder), (spec.decoder, model.decoder)):
         embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
         embeddings.weight = _array(ours.embed.table.weight)  # (V, D)
         stack.scale_embeddings = True  # times sqrt(D), as TokenEmbedding
-        if absolute:
-            positions = torch.arange(max_positions)
-            stack.position_encodings.encodings = _array(
-                sinusoidal_encoding(positions, args["d_model"])
-            )  # (N, D)
+        set_stack_positions(stack, ours, max_positions=max_positions)  # tables, T5's bias
         if args["pre_norm"]:
             _set_norm(stack.layer_norm, ours.final_norm)
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder.layers):
@@ -291,11 +281,6 @@ def _relative_tables(model: Transformer) -> list[tuple[str, Tensor]]:
 
 def _has_relative_tables(model: Transformer) -> bool:
     return bool(_relative_tables(model))
-
-
-def _array(t: Tensor) -> np.ndarray:
-    """A float32 numpy copy on CPU (the spec's variables)."""
-    return t.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
 
 
 def _set_norm(spec: Any, norm: nn.LayerNorm) -> None:

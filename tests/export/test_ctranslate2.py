@@ -139,6 +139,7 @@ def test_readme_lines_translate_text(exported, ours):
     assert translations == [tok.decode(h[0].tokens) for h in translate(model, tok, text, cfg)]
 
 
+RELATIVE_ONLY = dict(max_relative_position=0, share_relative_across_heads=False)
 VARIANTS = {
     "post_norm": dict(pre_norm=False),
     "keys_only": dict(relative_values=False),
@@ -148,7 +149,42 @@ VARIANTS = {
     "one_head_per_head_tables": dict(n_heads=1, share_relative_across_heads=False),
     "sinusoid_only": dict(max_relative_position=0, sinusoidal=True),
     "no_positions": dict(max_relative_position=0),
-}
+    "learned": dict(absolute_positions="learned", max_positions=48, max_relative_position=0),
+    "learned_post_norm": dict(
+        absolute_positions="learned", max_relative_position=0, pre_norm=False
+    ),
+    "rope": dict(relative_positions="rope", **RELATIVE_ONLY),
+    "rope_halves_part_base_100": dict(
+        relative_positions="rope", rope_layout="halves", rope_dims=8, rope_base=100.0,
+        **RELATIVE_ONLY,
+    ),
+    "rope_interleaved_part_untied": dict(
+        relative_positions="rope", rope_dims=6, tie_embeddings=False, **RELATIVE_ONLY
+    ),
+    "t5": dict(relative_positions="t5", share_relative_across_layers=True, **RELATIVE_ONLY),
+    # 8 buckets up to distance 10: the log-spaced and the last buckets within short sentences.
+    "t5_8_buckets_to_10": dict(
+        relative_positions="t5", share_relative_across_layers=True, t5_num_buckets=8,
+        t5_max_distance=10, pre_norm=False, **RELATIVE_ONLY,
+    ),
+}  # fmt: skip
+
+
+def logprob_differences(model, tok, out, src_ids, tgt_ids) -> list[float]:
+    """|log p| differences, ours against CTranslate2's score_batch, of every target token + EOS."""
+    pieces = [[[tok.id_to_piece(i) for i in ids] for ids in rows] for rows in (src_ids, tgt_ids)]
+    scores = translator(out).score_batch(*pieces)  # log p of targets + EOS
+    src = padded([ids + [EOS_ID] for ids in src_ids])  # (B, S)
+    with torch.inference_mode():
+        logp = F.log_softmax(model(src, padded([[BOS_ID] + ids for ids in tgt_ids])), dim=-1)
+    differences = []
+    for i, ids in enumerate(tgt_ids):
+        gold = torch.tensor(ids + [EOS_ID])
+        expected = logp[i, torch.arange(len(gold)), gold]  # (T,)
+        got = torch.tensor(scores[i].log_probs)
+        assert got.shape == expected.shape
+        differences += (got - expected).abs().tolist()
+    return differences
 
 
 @pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
@@ -157,20 +193,49 @@ def test_every_exportable_variant_scores_and_decodes_like_ours(tiny_bpe, tmp_pat
     model = train_tiny(tiny_config(**overrides), tiny_bpe, steps=40)
     out = export_ctranslate2(model, tiny_bpe, tmp_path / "m", max_positions=64)
     sources, targets = corpus(12, seed=13)
-    src_pieces = [[tiny_bpe.id_to_piece(i) for i in tiny_bpe.encode(s)] for s in sources]
-    tgt_ids = [tiny_bpe.encode(t) for t in targets]
-    tgt_pieces = [[tiny_bpe.id_to_piece(i) for i in ids] for ids in tgt_ids]
-    scores = translator(out).score_batch(src_pieces, tgt_pieces)  # log p of targets + EOS
-    src = padded([tiny_bpe.encode(s) + [EOS_ID] for s in sources])
-    with torch.inference_mode():
-        logp = F.log_softmax(model(src, padded([[BOS_ID] + ids for ids in tgt_ids])), dim=-1)
-    for i, ids in enumerate(tgt_ids):
-        gold = torch.tensor(ids + [EOS_ID])
-        expected = logp[i, torch.arange(len(gold)), gold]
-        assert torch.allclose(torch.tensor(scores[i].log_probs), expected, atol=1e-4)
+    src_ids, tgt_ids = ([tiny_bpe.encode(s) for s in side] for side in (sources, targets))
+    assert max(logprob_differences(model, tiny_bpe, out, src_ids, tgt_ids)) <= 1e-4
     cfg = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=3, streams=1)
     got = [h[0] for h in translate_ctranslate2(translator(out), tiny_bpe, sources, cfg)]
     assert got == our_pieces(model, tiny_bpe, sources, cfg)
+
+
+LONG = {
+    "t5": dict(relative_positions="t5", share_relative_across_layers=True, **RELATIVE_ONLY),
+    "rope": dict(relative_positions="rope", **RELATIVE_ONLY),
+    "rope_halves": dict(relative_positions="rope", rope_layout="halves", **RELATIVE_ONLY),
+    "learned": dict(
+        absolute_positions="learned", relative_positions="none", max_positions=320,
+        max_relative_position=0,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("overrides", LONG.values(), ids=LONG.keys())
+def test_long_inputs_score_alike_at_every_distance(tiny_bpe, tmp_path, overrides):
+    """Inputs of 300 tokens: T5's buckets past max_distance (128), RoPE's angles and the learned
+    table at positions far beyond the short sentences above. Untrained weights, T5's biases drawn
+    large, so that every bucket sways attention."""
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    model = build_model(tiny_config(**overrides), vocab_size=tiny_bpe.vocab_size, pad_id=0).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".t5." in name:
+                p.normal_(0.0, 2.0)  # (U, H)
+    out = export_ctranslate2(model, tiny_bpe, tmp_path / "m")
+    g = torch.Generator().manual_seed(2)
+    src_ids, tgt_ids = (
+        [torch.randint(4, tiny_bpe.vocab_size, (n,), generator=g).tolist() for n in lengths]
+        for lengths in ((300, 170), (290, 200))
+    )  # ids 4.. : no PAD, UNK, BOS or EOS inside
+    assert max(logprob_differences(model, tiny_bpe, out, src_ids, tgt_ids)) <= 1e-4
+    if overrides["relative_positions"] == "t5":  # the far buckets count: a change there shows
+        with torch.no_grad():
+            for t5 in (model.encoder.relative_terms.t5[0], model.decoder.relative_terms.t5[0]):
+                far = [15, 31] if t5.bidirectional else [31]  # each side's last: up to 128, beyond
+                t5.weight[far] += 1.0
+        assert max(logprob_differences(model, tiny_bpe, out, src_ids, tgt_ids)) > 1e-3
 
 
 def test_int8_export_is_smaller_and_translates(exported, ours, tmp_path):

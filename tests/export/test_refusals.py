@@ -35,11 +35,45 @@ REFUSED = {
 }
 
 
-NOT_YET = {
-    "rope": dict(relative_positions="rope", max_relative_position=0),
-    "alibi": dict(relative_positions="alibi", max_relative_position=0),
-    "t5": dict(relative_positions="t5", max_relative_position=0, share_relative_across_heads=False),
-    "learned": dict(absolute_positions="learned", max_relative_position=0),
+T5 = dict(relative_positions="t5", max_relative_position=0, share_relative_across_heads=False)
+# overrides, the line's start (the setting), what it says to do instead
+POSITIONS_REFUSED = {
+    "alibi": (
+        dict(relative_positions="alibi", max_relative_position=0),
+        "model.relative_positions=alibi cannot be exported: CTranslate2 applies ALiBi in "
+        "decoders only",
+        "rpr-nmt-translate",
+    ),
+    "learned_with_alibi": (
+        dict(absolute_positions="learned", relative_positions="alibi", max_relative_position=0),
+        "model.relative_positions=alibi cannot be exported",
+        "rpr-nmt-translate",
+    ),
+    "t5_per_layer": (
+        dict(**T5, share_relative_across_layers=False),
+        "model.share_relative_across_layers=false with model.relative_positions=t5",
+        "model.share_relative_across_layers=true",
+    ),
+    "learned_with_rope": (
+        dict(absolute_positions="learned", relative_positions="rope", max_relative_position=0),
+        "model.absolute_positions=learned with model.relative_positions=rope cannot be exported",
+        "model.absolute_positions=none",
+    ),
+    "learned_with_shaw": (
+        dict(absolute_positions="learned"),
+        "model.absolute_positions=learned with model.relative_positions=shaw cannot be exported",
+        "model.absolute_positions=none",
+    ),
+    "sinusoid_with_t5": (
+        dict(**T5, sinusoidal=True, share_relative_across_layers=True),
+        "model.sinusoidal=true with model.relative_positions=t5 cannot be exported",
+        "model.sinusoidal=false",
+    ),
+    "sinusoid_with_rope": (
+        dict(sinusoidal=True, relative_positions="rope", max_relative_position=0),
+        "model.sinusoidal=true with model.relative_positions=rope cannot be exported",
+        "model.sinusoidal=false",
+    ),
 }
 
 
@@ -58,13 +92,14 @@ def test_check_exportable_names_the_setting_and_the_override(overrides, override
     assert f"{setting}={'false' if override.endswith('true') else 'true'}" in message
 
 
-@pytest.mark.parametrize("overrides", NOT_YET.values(), ids=NOT_YET.keys())
-def test_position_methods_without_an_export_are_refused_in_one_line(overrides):
+@pytest.mark.parametrize(
+    "overrides,start,instead", POSITIONS_REFUSED.values(), ids=POSITIONS_REFUSED.keys()
+)
+def test_positions_ctranslate2_cannot_hold_are_refused_in_one_line(overrides, start, instead):
     with pytest.raises(ExportError) as error:
         check_exportable(model_of(**overrides))
     message = str(error.value)
-    key, value = next((k, v) for k, v in overrides.items() if k.endswith("_positions"))
-    assert message.startswith(f"model.{key}={value} cannot be exported yet") and "\n" not in message
+    assert message.startswith(start) and instead in message and "\n" not in message
 
 
 def test_identical_per_head_tables_are_exported_as_one():
@@ -74,6 +109,16 @@ def test_identical_per_head_tables_are_exported_as_one():
             if "rel_" in name:
                 p.copy_(p[:1].expand_as(p))
     check_exportable(model)  # every head holds the same table: exact as one shared table
+
+
+def test_identical_per_layer_t5_tables_are_exported_as_one():
+    model = model_of(**T5, share_relative_across_layers=False)
+    with torch.no_grad():
+        for stack in (model.encoder, model.decoder):
+            first, *others = stack.relative_terms.t5
+            for t5 in others:
+                t5.weight.copy_(first.weight)
+    check_exportable(model)  # every layer holds the first layer's table: CTranslate2's reuse
 
 
 def test_nothing_is_written_for_a_refused_model(tiny_bpe, tmp_path):

@@ -1,0 +1,185 @@
+"""Position methods onto CTranslate2's Transformer spec: what each becomes, and what is refused.
+
+Shape legend: N rows of an absolute table, D model dim, U T5 buckets, H heads, L layers.
+
+    ours (rpr_nmt/config.py)              CTranslate2 4.8.5 spec (python/ctranslate2/specs)
+    sinusoid (sinusoidal=true)            position_encodings.encodings: our table, N rows
+    learned (absolute_positions=learned)  position_encodings.encodings: the trained table (N, D)
+    shaw (k > 0)                          relative_position_keys / _values (ctranslate2.py)
+    rope                                  rotary_dim, rotary_interleave, rotary_base of every
+                                          self-attention, encoder and decoder
+    t5                                    relative_attention_bias (U, H) and
+                                          relative_attention_max_distance of every self-attention
+    no position at all                    Shaw tables of one zero row, k = 0 (ctranslate2.py)
+    alibi                                 refused (below)
+
+What CTranslate2 computes, read in its sources (src/layers/attention.cc, attention_layer.cc,
+transformer.cc, src/ops/rotary_cpu.cc), and why the mapping is exact:
+
+- RoPE: angles m / base^(2i / rotary_dim) in float32 for positions m from the step (decoder) or 0
+  (encoder); interleave pairs features (2i, 2i + 1), otherwise (i, i + rotary_dim / 2); features
+  past rotary_dim are copied. The same rotation as rpr_nmt/model/positions/rope.py, both layouts.
+- T5: get_relative_position_bucket buckets j - i as t5.py does (bidirectional = not a decoder:
+  the upper half for j > i; a decoder's n = max(i - j, 0)); log-spaced past num_buckets / 2 of a
+  side, up to relative_attention_max_distance; U is read from the table's rows. The bias is
+  added after the 1 / sqrt(Dh) scaling, as ours. It is computed once per forward from the first
+  layer's table and reused by the later layers (position_bias is shared along the stack), so
+  only a table shared by the layers (T5's own setting) is representable.
+- Absolute positions: an encoder or decoder builds no position encoder when its first layer's
+  self-attention has positions of its own (has_positional_embeddings: relative keys, T5 bias,
+  rotary, ALiBi), so an absolute method beside a relative one would be dropped: refused.
+- ALiBi: only TransformerDecoderSpec has the alibi flag; an encoder cannot hold it, while ours
+  biases encoder self-attention too: refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rpr_nmt.model import Transformer
+from rpr_nmt.model.embeddings import sinusoidal_encoding
+from rpr_nmt.model.transformer import Decoder, Encoder
+
+__all__ = [
+    "position_methods_of",
+    "position_refusal",
+    "set_stack_positions",
+    "spec_array",
+    "stack_options",
+]
+
+ENGINE = "CTranslate2"
+
+
+def position_methods_of(model: Transformer, has_shaw_tables: bool) -> tuple[str, str]:
+    """The (absolute, relative) methods a model puts to work, "none" where it has none.
+
+    Args:
+        model: the Transformer to export.
+        has_shaw_tables: whether its self-attention learns Shaw tables (k > 0 and a^K or a^V).
+
+    Returns:
+        e.g. ("sinusoid", "none"), ("none", "shaw"), ("learned", "none"), ("none", "rope").
+    """
+    args = model.arguments
+    absolute = args.get("absolute_positions", "sinusoid")
+    if absolute == "sinusoid" and not args["sinusoidal"]:
+        absolute = "none"
+    relative = args.get("relative_positions", "shaw")
+    if relative == "shaw" and not has_shaw_tables:
+        relative = "none"
+    return absolute, relative
+
+
+def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
+    """Why CTranslate2 cannot hold this model's positions exactly, in one line; None if it can.
+
+    Args:
+        model: the Transformer to export.
+        has_shaw_tables: whether its self-attention learns Shaw tables.
+    """
+    absolute, relative = position_methods_of(model, has_shaw_tables)
+    if relative == "alibi":
+        return (
+            f"model.relative_positions=alibi cannot be exported: {ENGINE} applies ALiBi in "
+            "decoders only (TransformerDecoderSpec's alibi flag; an encoder has none), and this "
+            "model's encoder self-attention has ALiBi's bias too; translate it with "
+            "rpr-nmt-translate"
+        )
+    if relative == "t5" and not _one_t5_table_per_stack(model):
+        return (
+            "model.share_relative_across_layers=false with model.relative_positions=t5 (one "
+            f"bias table per layer) cannot be exported: {ENGINE} computes T5's bias from the "
+            "first layer's table and reuses it in every layer of a stack; train with "
+            "model.share_relative_across_layers=true"
+        )
+    if absolute == "none" or relative == "none":
+        return None
+    if absolute == "sinusoid" and relative == "shaw":  # the message of the first exporter
+        k = model.arguments["relative"].k
+        return (
+            f"model.sinusoidal=true with relative positions (model.max_relative_position={k}) "
+            f"cannot be exported: {ENGINE} adds no absolute encoding to a Transformer with "
+            "relative tables; train with model.sinusoidal=false (or model.max_relative_position=0)"
+        )
+    switch, off = (
+        ("model.sinusoidal=true", "model.sinusoidal=false")
+        if absolute == "sinusoid"
+        else (f"model.absolute_positions={absolute}", "model.absolute_positions=none")
+    )
+    return (
+        f"{switch} with model.relative_positions={relative} cannot be exported: {ENGINE} adds "
+        "no absolute positions to a Transformer whose self-attention has positions of its own "
+        f"(tables, rotation or bias); train with {off} (or model.relative_positions=none)"
+    )
+
+
+def stack_options(model: Transformer, has_shaw_tables: bool) -> dict[str, Any]:
+    """Keyword arguments of TransformerEncoderSpec and TransformerDecoderSpec for the positions.
+
+    relative_position (Shaw's tables, also the one-zero-row tables of a model without any
+    position), relative_attention_bias (T5), or rotary_dim / rotary_interleave / rotary_base
+    (RoPE); with none of them the spec has a position_encodings table (sinusoid or learned).
+    """
+    absolute, relative = position_methods_of(model, has_shaw_tables)
+    if relative == "rope":
+        rotary = model.encoder.relative_terms.rotary
+        return dict(
+            rotary_dim=rotary.dims, rotary_interleave=rotary.interleaved, rotary_base=rotary.base
+        )
+    if relative == "t5":
+        return dict(relative_attention_bias=True)
+    return dict(relative_position=absolute == "none")  # shaw, or no position at all (k = 0)
+
+
+def set_stack_positions(stack_spec: Any, stack: Encoder | Decoder, *, max_positions: int) -> None:
+    """The absolute table or T5's bias of one stack (encoder or decoder spec); RoPE needs none.
+
+    Args:
+        stack_spec: the TransformerEncoderSpec or TransformerDecoderSpec, built with
+            stack_options.
+        stack: our Encoder or Decoder.
+        max_positions: rows N of an exported sinusoid table (a learned table keeps its own).
+    """
+    terms = stack.relative_terms
+    if terms is not None and terms.method == "t5":
+        bias = spec_array(terms.t5[0].weight)  # (U, H): CTranslate2 gathers rows by bucket
+        max_distance = np.int32(terms.t5[0].max_distance)
+        for layer in stack_spec.layer:  # one array: aliased when saved, read from layer 0
+            layer.self_attention.relative_attention_bias = bias
+            layer.self_attention.relative_attention_max_distance = max_distance
+    if not hasattr(stack_spec, "position_encodings") or _has_attention_positions(stack_spec):
+        return  # positions inside self-attention: CTranslate2 builds no position encoder
+    if stack.embed.learned is not None:
+        stack_spec.position_encodings.encodings = spec_array(stack.embed.learned.table)  # (N, D)
+    elif stack.embed.sinusoidal:
+        d_model = stack.embed.table.embedding_dim
+        table = sinusoidal_encoding(torch.arange(max_positions), d_model)  # (N, D)
+        stack_spec.position_encodings.encodings = spec_array(table)
+
+
+def _has_attention_positions(stack_spec: Any) -> bool:
+    """Whether the stack's self-attention holds positions (CTranslate2 then ignores any table)."""
+    attention = stack_spec.layer[0].self_attention
+    return any(
+        hasattr(attention, name)
+        for name in ("relative_position_keys", "relative_attention_bias", "rotary_dim")
+    )
+
+
+def _one_t5_table_per_stack(model: Transformer) -> bool:
+    """Whether each stack's T5 tables are one (shared), or per-layer tables that are all equal."""
+    for stack in (model.encoder, model.decoder):
+        tables = [t5.weight.detach() for t5 in stack.relative_terms.t5]
+        if not all(torch.equal(table, tables[0]) for table in tables[1:]):
+            return False
+    return True
+
+
+def spec_array(t: Tensor) -> np.ndarray:
+    """A float32 numpy copy on CPU (the spec's variables)."""
+    return t.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
