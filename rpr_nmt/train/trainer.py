@@ -27,7 +27,6 @@ from rpr_nmt.checkpoint import (
     BestSoFar,
     CheckpointError,
     TrainingState,
-    average_last,
     load_checkpoint,
     run_folder_lock,
     write_step_checkpoint,
@@ -55,14 +54,7 @@ from rpr_nmt.train.setup import (
 )
 from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
-from rpr_nmt.train.validation import (
-    earlier_evaluation,
-    evaluate_at_end,
-    evaluation_setup,
-    is_better,
-    validation_bleu,
-    validation_loss,
-)
+from rpr_nmt.train.validation import final_evaluation, is_better, validation_figures
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -296,7 +288,10 @@ class Trainer:
         A validation that fails saves the trained weights first (outside the weight average)."""
         try:
             with self._evaluation_weights():
-                figures = self._validation_figures()
+                figures = validation_figures(
+                    self.model, self.valid_iterator, self.bleu_text, tokenizer=self.tokenizer,
+                    config=self.config, ctx=self.ctx, autocast=self.autocast,
+                )  # fmt: skip
         except Exception:
             if self.saved_at != self.step:
                 self._save()
@@ -312,24 +307,6 @@ class Trainer:
             best.valid_loss = figures["loss"]
         if "bleu" in figures and (best.valid_bleu is None or figures["bleu"] > best.valid_bleu):
             best.valid_bleu = figures["bleu"]
-
-    def _validation_figures(self) -> dict[str, float]:
-        figures = validation_loss(
-            self.model, self.valid_iterator, ctx=self.ctx, autocast=self.autocast,
-            pad_id=self.tokenizer.pad_id, label_smoothing=self.cfg.label_smoothing,
-        )  # fmt: skip
-        if self.cfg.valid_bleu:
-            bleu = 0.0
-            if self.bleu_text is not None:
-                bleu = validation_bleu(
-                    self.model, self.tokenizer, *self.bleu_text, decode_cfg=self.config.decode,
-                    tgt_lang=self.config.data.tgt_lang, device=self.ctx.device,
-                )  # fmt: skip
-            # Rank 0's score reaches every rank, so that all agree on a new best (and on saving).
-            figures["bleu"] = self.ctx.all_reduce_sum(
-                torch.tensor([bleu], dtype=torch.float64)
-            ).item()
-        return figures
 
     def _save(self) -> None:
         """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
@@ -381,38 +358,10 @@ class Trainer:
         return self._write_summary(extra)
 
     def _average_and_evaluate(self) -> dict[str, Any]:
-        """Average the last checkpoints when asked, then decode valid and test with cfg.decode,
-        with the weights rpr-nmt-evaluate would load (the weight average when there is one).
-        A finished run rerun keeps the evaluation its summary already holds."""
-        setup = evaluation_setup(self.config)
-        if self.cfg.evaluate_at_end and self.session_steps == 0:
-            splits = (self.config.data.valid_split, self.config.data.test_split)
-            summary = self.run_dir / "train_summary.json"
-            earlier = earlier_evaluation(summary, self.step, setup, splits)
-            if earlier is not None:
-                log.info("update %d was evaluated before: kept from %s", self.step, summary)
-                return {**earlier, "evaluated_before": True}
-        extra: dict[str, Any] = {}
-        model, checkpoint, weights = self.model, self.checkpoint_dir / "last.pt", None
-        if self.cfg.average_last > 0:
-            checkpoint, averaged = average_last(self.checkpoint_dir, self.cfg.average_last)
-            weights = averaged.weights()
-            extra["averaged_checkpoint"] = str(checkpoint)
-        elif self.ema is not None:
-            weights = self.ema.weights_for(self.model)
-        if weights is not None and self.cfg.evaluate_at_end:
-            model = deepcopy(self.model)
-            model.load_state_dict(weights)
-        if self.cfg.evaluate_at_end:
-            extra["evaluated_checkpoint"] = str(checkpoint)
-            extra["evaluated_setup"] = setup
-            extra.update(
-                evaluate_at_end(
-                    model, self.tokenizer, self.config, self.run_dir, self.ctx.device,
-                    str(checkpoint),
-                )
-            )  # fmt: skip
-        return extra
+        return final_evaluation(
+            self.model, self.ema, self.tokenizer, self.config, self.run_dir,
+            self.ctx.device, step=self.step, trained=self.session_steps > 0,
+        )  # fmt: skip
 
     def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
         best_path = self.checkpoint_dir / "best.pt"

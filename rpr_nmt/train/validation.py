@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from copy import deepcopy
 from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from rpr_nmt.checkpoint import average_last
 from rpr_nmt.config import DecodeConfig, TrainJobConfig
 from rpr_nmt.train.distributed import DistributedContext
+from rpr_nmt.train.ema import WeightAverage
 from rpr_nmt.train.loss import label_smoothed_loss
 from rpr_nmt.train.monitor import perplexity
 from rpr_nmt.train.rng import rng_state, set_rng_state
@@ -187,3 +190,79 @@ def is_better(metric: str, value: float, best: float | None) -> bool:
     if best is None:
         return True
     return value < best if metric == "loss" else value > best
+
+
+def validation_figures(
+    model: nn.Module,
+    batches: Iterable[Any],
+    bleu_text: tuple[list[str], list[str]] | None,
+    *,
+    tokenizer: Any,
+    config: TrainJobConfig,
+    ctx: DistributedContext,
+    autocast: Callable[[], Any],
+) -> dict[str, float]:
+    """Validation loss and perplexity over `batches` (every rank), and with train.valid_bleu the
+    greedy BLEU of `bleu_text` (sources, references; rank 0 decodes, every rank gets its score)."""
+    figures = validation_loss(
+        model, batches, ctx=ctx, autocast=autocast, pad_id=tokenizer.pad_id,
+        label_smoothing=config.train.label_smoothing,
+    )  # fmt: skip
+    if config.train.valid_bleu:
+        bleu = 0.0
+        if bleu_text is not None:
+            bleu = validation_bleu(
+                model, tokenizer, *bleu_text, decode_cfg=config.decode,
+                tgt_lang=config.data.tgt_lang, device=ctx.device,
+            )  # fmt: skip
+        # Rank 0's score reaches every rank, so that all agree on a new best (and on saving).
+        total = ctx.all_reduce_sum(torch.tensor([bleu], dtype=torch.float64))
+        figures["bleu"] = total.item()
+    return figures
+
+
+def final_evaluation(
+    model: nn.Module,
+    ema: WeightAverage | None,
+    tokenizer: Any,
+    config: TrainJobConfig,
+    run_dir: Path,
+    device: torch.device,
+    *,
+    step: int,
+    trained: bool,
+) -> dict[str, Any]:
+    """The end of a run (rank 0): average the last checkpoints when asked, then decode valid and
+    test with config.decode, with the weights rpr-nmt-evaluate would load (the weight average when
+    there is one). A finished run rerun (`trained` false) keeps the evaluation its summary holds.
+
+    Returns:
+        The summary's entries: averaged_checkpoint, evaluated_*, valid_* and test_* figures, and
+        evaluated_before when they were kept from an earlier session.
+    """
+    cfg, checkpoint_dir = config.train, run_dir / "checkpoints"
+    setup = evaluation_setup(config)
+    if cfg.evaluate_at_end and not trained:
+        splits = (config.data.valid_split, config.data.test_split)
+        summary = run_dir / "train_summary.json"
+        earlier = earlier_evaluation(summary, step, setup, splits)
+        if earlier is not None:
+            log.info("update %d was evaluated before: kept from %s", step, summary)
+            return {**earlier, "evaluated_before": True}
+    extra: dict[str, Any] = {}
+    checkpoint, weights = checkpoint_dir / "last.pt", None
+    if cfg.average_last > 0:
+        checkpoint, averaged = average_last(checkpoint_dir, cfg.average_last)
+        weights = averaged.weights()
+        extra["averaged_checkpoint"] = str(checkpoint)
+    elif ema is not None:
+        weights = ema.weights_for(model)
+    if not cfg.evaluate_at_end:
+        return extra
+    if weights is not None:
+        model = deepcopy(model)
+        model.load_state_dict(weights)
+    extra["evaluated_checkpoint"] = str(checkpoint)
+    extra["evaluated_setup"] = setup
+    extra.update(evaluate_at_end(model, tokenizer, config, run_dir, device, str(checkpoint)))
+    return extra

@@ -90,15 +90,15 @@ def test_stop_request_finishes_the_update_saves_and_stops(corpus, cache_dir, tmp
 def test_a_finished_run_rerun_keeps_its_evaluation_until_decoding_changes(
     corpus, cache_dir, tmp_path, monkeypatch
 ):
-    import rpr_nmt.train.trainer as trainer_module
+    import rpr_nmt.train.validation as validation_module
 
-    real, calls = trainer_module.evaluate_at_end, []
+    real, calls = validation_module.evaluate_at_end, []
 
     def counted(*args, **kwargs):
         calls.append(args[2].decode.beam_size)  # the job config's decoding
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "evaluate_at_end", counted)
+    monkeypatch.setattr(validation_module, "evaluate_at_end", counted)
     common = ("train.max_steps=2", "train.valid_bleu=false", "decode.max_sentences=8")
     first = train(compose_config(corpus, cache_dir, *common), tmp_path / "run")
     written = (tmp_path / "run" / "train_summary.json").read_bytes()
@@ -240,12 +240,12 @@ def test_a_weights_only_last_pt_is_refused_with_how_to_resume(corpus, cache_dir,
 def test_a_failing_validation_saves_the_trained_weights_first(
     corpus, cache_dir, tmp_path, monkeypatch
 ):
-    import rpr_nmt.train.trainer as trainer_module
+    import rpr_nmt.train.validation as validation_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("validation broke")
 
-    monkeypatch.setattr(trainer_module, "validation_bleu", broken)
+    monkeypatch.setattr(validation_module, "validation_bleu", broken)
     run = tmp_path / "run"
     budget = ("train.max_steps=8", "train.valid_every=3", "train.save_every=100")
     with pytest.raises(RuntimeError, match="validation broke"):
