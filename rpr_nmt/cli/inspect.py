@@ -1,12 +1,15 @@
-"""rpr-nmt-inspect: what a checkpoint learned about relative positions, as figures and numbers.
+"""rpr-nmt-inspect: what a checkpoint learned about positions, as figures and numbers.
 
     rpr-nmt-inspect runs/train/big/checkpoints/last.pt -o inspect/big
     rpr-nmt-inspect last.pt -o inspect/base --split test --sentences 500 --max-distance 32
 
-Writes, per stack: the row norms of w^K and w^V against relative distance -k..k, the cosine
-similarity between rows (per layer, and per head for per-head tables), and the self-attention
-mass by relative distance averaged over the first N sentences of a dev split (how far each layer
-actually looks); inspect.json holds the numbers, index.md lists the files with a summary table.
+Writes, per stack, what the position method learned: Shaw's w^K and w^V (row norms against the
+distance -k..k, cosine similarity between rows, per layer and per head for per-head tables), T5's
+bias per head and bucket and by distance, the learned table's similarity of position vectors,
+and ALiBi's fixed slopes for reference (RoPE and the sinusoid learn nothing); and, for every
+method, the self-attention mass by relative distance averaged over the first N sentences of a dev
+split (how far each layer actually looks). inspect.json holds the numbers, index.md lists the
+files with a summary table.
 The split is read with the checkpoint's data settings (--data-root overrides a local corpus'
 folder). Errors print one line and exit with status 2.
 """
@@ -20,7 +23,12 @@ from dataclasses import asdict, replace
 
 from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
-from rpr_nmt.export.inspect import InspectError, attention_mass, table_statistics
+from rpr_nmt.export.inspect import (
+    InspectError,
+    attention_mass,
+    position_statistics,
+    table_statistics,
+)
 from rpr_nmt.export.plots import write_inspection
 from rpr_nmt.model import build_model
 
@@ -30,7 +38,7 @@ PROG = "rpr-nmt-inspect"
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line arguments of rpr-nmt-inspect."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Plot a checkpoint's relative tables and attention by distance."
+        prog=PROG, description="Plot what a checkpoint's positions learned, attention by distance."
     )
     parser.add_argument("checkpoint", help="a checkpoint file")
     parser.add_argument("-o", "--output", required=True, help="folder for the PNGs and index.md")
@@ -81,7 +89,8 @@ def run(args: argparse.Namespace) -> str:
         "sentences": len(sources),
         **asdict(cfg),
     }
-    files = write_inspection(args.output, table_statistics(model), mass, about)
+    stats, positions = table_statistics(model), position_statistics(model)
+    files = write_inspection(args.output, stats, mass, about, positions)
     return str(files[-1])
 
 

@@ -3,7 +3,7 @@
     ctranslate2.py  export to CTranslate2 (check_exportable, build_spec, export_ctranslate2)
     positions.py    each position method onto the spec, and the one-line refusals
     decoding.py     our decoding rules as CTranslate2 translate_batch options
-    inspect.py      the relative tables and the attention mass by relative distance (numbers)
+    inspect.py      what each position method learned, the attention mass by distance (numbers)
     plots.py        their PNG figures and index.md
 
 ctranslate2 is an optional dependency (pip install 'rpr-nmt[export]'): it is imported only when

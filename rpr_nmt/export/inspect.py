@@ -6,6 +6,9 @@ W the widest distance counted on its own (mass beyond it is put in the end bucke
 
 - table_statistics: per stack, layer and term (w^K, w^V): row norms (H', R) and the cosine
   similarity between rows (H', R, R).
+- position_statistics: what the other methods learned, or fix, per stack: T5's bias per head and
+  bucket (U, H) and by distance j - i (H, 2M + 1); the learned table's row norms (N,) and the
+  cosine similarity of its position vectors (N, N); ALiBi's fixed slopes (H,), for reference.
 - attention_mass: per stack and layer, the self-attention weight alpha_ij summed by relative
   distance clip(j - i, W), averaged over the heads' non-padding queries of a dev set: shape
   (L, H, 2W + 1), each (layer, head) row sums to 1. Forward hooks capture each self-attention's
@@ -15,6 +18,7 @@ W the widest distance counted on its own (mass beyond it is put in the end bucke
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,14 +34,19 @@ from rpr_nmt.model import (
     relative_attention,
     relative_position_index,
 )
-from rpr_nmt.model.positions import PositionTerms
+from rpr_nmt.model.positions import PositionTerms, T5Bias
 
 __all__ = [
+    "AlibiSlopes",
     "AttentionMass",
     "InspectError",
+    "LearnedTable",
+    "PositionStats",
+    "T5Table",
     "TableStats",
     "attention_mass",
     "attention_weights",
+    "position_statistics",
     "table_statistics",
 ]
 
@@ -84,6 +93,105 @@ def table_statistics(model: Transformer) -> list[TableStats]:
                 cosine = unit @ unit.transpose(-1, -2)  # (H', R, R)
                 stats.append(TableStats(stack, layer, term, rows.norm(dim=-1), cosine))
     return stats
+
+
+@dataclass
+class T5Table:
+    """One T5 bias table: a stack's (shared by its layers) or one layer's.
+
+    Attributes:
+        stack, layer: "encoder"/"decoder", and the 0-based layer, None for the stack's shared one.
+        weight: (U, H) the learned scalar of every bucket and head.
+        distances: j - i, -M..M in the encoder, -M..0 in the causal decoder.
+        by_distance: (H, len(distances)) the bias b_h[bucket(j - i)] the model adds there.
+        bidirectional, max_distance: the table's bucketing (t5.py).
+    """
+
+    stack: str
+    layer: int | None
+    weight: Tensor
+    distances: list[int]
+    by_distance: Tensor
+    bidirectional: bool
+    max_distance: int
+
+
+@dataclass
+class LearnedTable:
+    """One stack's learned absolute table P (positions/learned.py).
+
+    Attributes:
+        stack: "encoder" or "decoder".
+        norms: (N,) the norm of each position vector P[t].
+        cosine: (N, N) cosine similarity between position vectors.
+    """
+
+    stack: str
+    norms: Tensor
+    cosine: Tensor
+
+
+@dataclass
+class AlibiSlopes:
+    """ALiBi's fixed slopes m_h (positions/alibi.py): nothing learned, drawn for reference.
+
+    Attributes:
+        stacks: the stacks that use them (the same slopes in each).
+        slopes: (H,) one per head; head h adds -m_h |i - j| to its logits.
+    """
+
+    stacks: list[str]
+    slopes: list[float]
+
+
+@dataclass
+class PositionStats:
+    """What the position methods besides Shaw's learned (T5, learned) or fix (ALiBi)."""
+
+    t5: list[T5Table]
+    learned: list[LearnedTable]
+    alibi: AlibiSlopes | None
+
+
+@torch.no_grad()
+def position_statistics(model: Transformer) -> PositionStats:
+    """T5's bias tables, the learned position tables and ALiBi's slopes of a model.
+
+    T5's bias by distance comes from the module's own bias() (one query at position M, keys at
+    0..2M), so the figures show what the model adds; M = 1.25 * t5_max_distance shows the flat
+    tail past max_distance.
+    """
+    t5, learned, alibi_stacks, slopes = [], [], [], []
+    for stack in STACKS:
+        ours = getattr(model, stack)
+        if ours.embed.learned is not None:
+            table = ours.embed.learned.table.detach().float()  # (N, D)
+            unit = F.normalize(table, dim=-1)  # (N, D)
+            learned.append(LearnedTable(stack, table.norm(dim=-1), unit @ unit.T))  # (N, N)
+        terms = ours.relative_terms
+        if terms is None:
+            continue
+        if terms.method == "alibi":
+            alibi_stacks.append(stack)
+            slopes = list(terms.alibi.slopes)
+        elif terms.method == "t5":
+            for index, table in enumerate(terms.t5):
+                layer = None if len(terms.t5) == 1 else index
+                t5.append(_t5_table(stack, layer, table))
+    alibi = AlibiSlopes(alibi_stacks, slopes) if alibi_stacks else None
+    return PositionStats(t5, learned, alibi)
+
+
+def _t5_table(stack: str, layer: int | None, table: T5Bias) -> T5Table:
+    """A T5Bias's weight and its bias at every distance -M..M (-M..0 for the decoder)."""
+    M = math.ceil(1.25 * table.max_distance)
+    bias = table.bias(1, 2 * M + 1, M, table.weight.device)[:, 0].float().cpu()  # (H, 2M + 1)
+    last = 2 * M + 1 if table.bidirectional else M + 1  # a causal query sees no later key
+    distances = list(range(-M, M + 1))[:last]
+    weight = table.weight.detach().float().cpu()  # (U, H)
+    return T5Table(
+        stack, layer, weight, distances, bias[:, :last], table.bidirectional, table.max_distance
+    )
 
 
 def attention_weights(

@@ -1,13 +1,20 @@
-"""Figures and index of rpr-nmt-inspect: the relative tables and the attention mass by distance.
+"""Figures and index of rpr-nmt-inspect: what the position method learned, and the attention mass
+by distance.
 
-Files written (per stack: encoder, decoder):
-    {stack}_table_norms.png       row norms of w^K and w^V against relative distance -k..k
-    {stack}_{keys,values}_cosine.png   cosine similarity between table rows, per layer (and head)
-    {stack}_attention_mass.png    self-attention mass by relative distance, layers x distance
-    inspect.json                  every number in the figures
+Files written (per stack: encoder, decoder), each where the model has what it shows:
+    {stack}_table_norms.png       Shaw: row norms of w^K and w^V against relative distance -k..k
+    {stack}_{keys,values}_cosine.png   Shaw: cosine similarity between table rows, per layer (head)
+    {stack}_t5_bias.png           T5: the bias per head and bucket, and by distance j - i
+    {stack}_learned_cosine.png    learned: cosine similarity of the position vectors, their norms,
+                                  and the mean similarity of positions d apart
+    {stack}_learned_cosine.npy    learned: the (N, N) similarity matrix (too large for the JSON)
+    alibi_slopes.png              ALiBi: the fixed slope of each head and its bias by distance
+    {stack}_attention_mass.png    every method: self-attention mass by relative distance
+    inspect.json                  every number in the figures (but the .npy matrix)
     index.md                      what each file shows, and a per-layer summary table
 
-Shapes as in inspect.py: H' heads per table (1 when shared), R = 2k + 1, L layers, W distances.
+Shapes as in inspect.py: H' heads per table (1 when shared), R = 2k + 1, L layers, W distances,
+U buckets, N learned positions.
 """
 
 from __future__ import annotations
@@ -16,7 +23,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rpr_nmt.export.inspect import STACKS, AttentionMass, TableStats
+import numpy as np
+import torch
+
+from rpr_nmt.config import position_methods
+from rpr_nmt.export.inspect import (
+    STACKS,
+    AlibiSlopes,
+    AttentionMass,
+    LearnedTable,
+    PositionStats,
+    T5Table,
+    TableStats,
+)
 
 __all__ = ["write_inspection"]
 
@@ -34,7 +53,11 @@ def _pyplot() -> Any:
 
 
 def write_inspection(
-    out_dir: str | Path, stats: list[TableStats], mass: AttentionMass, about: dict[str, Any]
+    out_dir: str | Path,
+    stats: list[TableStats],
+    mass: AttentionMass,
+    about: dict[str, Any],
+    positions: PositionStats | None = None,
 ) -> list[Path]:
     """Write the figures, inspect.json and index.md into out_dir.
 
@@ -43,6 +66,7 @@ def write_inspection(
         stats: table_statistics of the model (empty without relative tables).
         mass: attention_mass on the dev set.
         about: what was inspected: checkpoint, step, split, sentences, model settings.
+        positions: position_statistics of the model (T5, learned, ALiBi); None = none drawn.
 
     Returns:
         The files written, index.md last.
@@ -58,8 +82,18 @@ def write_inspection(
                 of_term = [s for s in tables if s.term == term]
                 if of_term:
                     files.append(_plot_cosines(of_term, out / f"{stack}_{term}_cosine.png"))
+        if positions is not None:
+            t5 = [t for t in positions.t5 if t.stack == stack]
+            if t5:
+                files.append(_plot_t5(t5, out / f"{stack}_t5_bias.png"))
+            for table in (t for t in positions.learned if t.stack == stack):
+                np.save(out / f"{stack}_learned_cosine.npy", table.cosine.numpy())
+                files.append(_plot_learned(table, out / f"{stack}_learned_cosine.png"))
+                files.append(out / f"{stack}_learned_cosine.npy")
         if stack in mass.mass:
             files.append(_plot_mass(stack, mass, about, out / f"{stack}_attention_mass.png"))
+    if positions is not None and positions.alibi is not None:
+        files.append(_plot_alibi(positions.alibi, mass.max_distance, out / "alibi_slopes.png"))
     numbers = {
         **about,
         "max_distance": mass.max_distance,
@@ -79,6 +113,7 @@ def write_inspection(
             }
             for s in stats
         ],  # fmt: skip
+        **_position_numbers(positions),
     }
     files.append(out / "inspect.json")
     files[-1].write_text(json.dumps(numbers, indent=1) + "\n")
@@ -138,6 +173,115 @@ def _plot_cosines(tables: list[TableStats], path: Path) -> Path:
     return _save(fig, path)
 
 
+def _position_numbers(positions: PositionStats | None) -> dict[str, Any]:
+    """inspect.json's entries for T5, learned tables and ALiBi (the (N, N) matrix in its .npy)."""
+    if positions is None:
+        return {}
+    return {
+        "t5": [
+            {
+                "stack": t.stack,
+                "layer": t.layer,
+                "max_distance": t.max_distance,
+                "bidirectional": t.bidirectional,
+                "bucket_bias": t.weight.T.tolist(),  # (H, U)
+                "distances": t.distances,
+                "bias_by_distance": t.by_distance.tolist(),  # (H, len(distances))
+            }
+            for t in positions.t5
+        ],
+        "learned": [
+            {
+                "stack": t.stack,
+                "norms": t.norms.tolist(),
+                "mean_cosine_by_offset": _mean_by_offset(t.cosine).tolist(),
+            }
+            for t in positions.learned
+        ],
+        "alibi": None if positions.alibi is None else vars(positions.alibi),
+    }
+
+
+def _mean_by_offset(cosine: torch.Tensor) -> torch.Tensor:
+    """Mean cosine similarity of position vectors d apart, d = 0..N-1: (N, N) -> (N,)."""
+    return torch.stack([cosine.diagonal(d).mean() for d in range(cosine.size(0))])
+
+
+def _plot_t5(tables: list[T5Table], path: Path) -> Path:
+    """One row per table (the stack's, or each layer's): the bias per head and bucket, and the
+    bias by distance j - i that it gives, one line per head."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(
+        len(tables), 2, figsize=(12, 3.4 * len(tables) + 0.6), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    for (left, right), t in zip(axes, tables):
+        image = left.imshow(t.weight.T.numpy(), aspect="auto", cmap="RdBu_r")
+        scope = "all layers" if t.layer is None else f"layer {t.layer + 1}"
+        heads = t.weight.size(1)
+        left.set_yticks(range(heads), [f"head {h + 1}" for h in range(heads)])
+        left.set(title=f"bias per bucket ({scope})", xlabel="bucket")
+        fig.colorbar(image, ax=left, label="bias")
+        for h, row in enumerate(t.by_distance):
+            right.step(t.distances, row.tolist(), where="mid", label=f"head {h + 1}")
+        for x in (-t.max_distance, t.max_distance)[: 2 if t.bidirectional else 1]:
+            right.axvline(x, color="grey", linestyle=":", linewidth=1)
+        right.set(title=f"bias by distance ({scope})", xlabel="relative distance j - i")
+        right.set_ylabel("bias added to the logit")
+        right.grid(alpha=0.3)
+        right.legend(fontsize=7, ncol=2)
+    side = "bidirectional" if tables[0].bidirectional else "one-directional"
+    fig.suptitle(
+        f"{tables[0].stack}: T5 bias, {side} buckets (dotted: max_distance = "
+        f"{tables[0].max_distance}; farther distances share the last bucket)"
+    )
+    return _save(fig, path)
+
+
+def _plot_learned(table: LearnedTable, path: Path) -> Path:
+    """The cosine similarity of the learned position vectors, their norms, and the mean similarity
+    of positions d apart (relative structure the table learned, if any)."""
+    plt = _pyplot()
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
+    n = table.cosine.size(0)
+    extent = (-0.5, n - 0.5, n - 0.5, -0.5)
+    image = left.imshow(table.cosine.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, extent=extent)
+    left.set(title="cosine similarity of P[s], P[t]", xlabel="position t", ylabel="position s")
+    fig.colorbar(image, ax=left, label="cosine similarity")
+    middle.plot(range(n), table.norms.tolist())
+    middle.set(title="norm of P[t]", xlabel="position t", ylabel="norm")
+    right.plot(range(n), _mean_by_offset(table.cosine).tolist())
+    right.set(title="mean similarity of positions d apart", xlabel="d = t - s", ylabel="cosine")
+    for axis in (middle, right):
+        axis.grid(alpha=0.3)
+    fig.suptitle(
+        f"{table.stack}: learned absolute positions ({n} rows; rows past the longest training "
+        "input get no gradient)"
+    )
+    return _save(fig, path)
+
+
+def _plot_alibi(alibi: AlibiSlopes, width: int, path: Path) -> Path:
+    """ALiBi's fixed slope per head, and the bias -m_h |j - i| it adds over -W..W."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
+    heads = range(1, len(alibi.slopes) + 1)
+    left.bar(heads, alibi.slopes)
+    left.set_yscale("log", base=2)
+    left.set(title="slope m_h (fixed, not learned)", xlabel="head", ylabel="slope")
+    left.set_xticks(list(heads))
+    distances = list(range(-width, width + 1))
+    for h, m in zip(heads, alibi.slopes):
+        right.plot(distances, [-m * abs(d) for d in distances], label=f"head {h}")
+    right.set(title="bias -m_h |j - i|", xlabel="relative distance j - i", ylabel="bias")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=7, ncol=2)
+    fig.suptitle(
+        f"ALiBi in {' and '.join(alibi.stacks)} self-attention (the decoder sees j <= i only)"
+    )
+    return _save(fig, path)
+
+
 def _plot_mass(stack: str, mass: AttentionMass, about: dict[str, Any], path: Path) -> Path:
     """Layers x distance heatmap of the head-averaged mass, and one line per layer."""
     plt = _pyplot()
@@ -181,7 +325,9 @@ def _index(files: list[Path], mass: AttentionMass, about: dict[str, Any]) -> str
     """index.md: provenance, the per-layer summary and the figures."""
     k = about.get("max_relative_position", 0)
     lines = [
-        f"# Relative positions of {about.get('checkpoint', 'the model')}",
+        f"# Positions of {about.get('checkpoint', 'the model')}",
+        "",
+        "Position methods: absolute {}, relative {}.".format(*position_methods(about)),
         "",
         f"Step {about.get('step')}, k = {k}, tables shared across heads: "
         f"{about.get('share_relative_across_heads')}, across layers: "
@@ -210,6 +356,8 @@ def _index(files: list[Path], mass: AttentionMass, about: dict[str, Any]) -> str
     for path in files:
         if path.suffix == ".png":
             lines += [f"### {path.stem.replace('_', ' ')}", "", f"![{path.stem}]({path.name})", ""]
+        elif path.suffix == ".npy":
+            lines += [f"- [{path.name}]({path.name}): the (N, N) similarity (numpy.load)", ""]
         else:
             lines += [f"- [{path.name}]({path.name}): every number shown in the figures", ""]
     return "\n".join(lines)

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
+from rpr_nmt.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from rpr_nmt.cli.inspect import main as inspect_main
 from rpr_nmt.data import EOS_ID
-from rpr_nmt.export.inspect import attention_mass, attention_weights, table_statistics
+from rpr_nmt.export.inspect import (
+    attention_mass,
+    attention_weights,
+    position_statistics,
+    table_statistics,
+)
 from rpr_nmt.model import build_model
 
 from .conftest import corpus, padded, tiny_config
@@ -122,3 +130,127 @@ def test_cli_missing_split_is_one_line(tiny_checkpoint, tmp_path, capsys):
     assert inspect_main([str(tiny_checkpoint), "-o", str(tmp_path), "--split", "nosuch"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rpr-nmt-inspect: error:") and "nosuch" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(absolute_positions="learned", max_relative_position=0),
+        dict(sinusoidal=True, max_relative_position=0),
+        dict(max_relative_position=0),
+    ],
+    ids=["learned", "sinusoid", "none"],
+)
+def test_attention_mass_of_the_absolute_methods(tiny_bpe, overrides):
+    model = model_of(**overrides)
+    sources, targets = corpus(10, seed=3)
+    mass = attention_mass(model, tiny_bpe, sources, targets, max_distance=3, batch_size=4)
+    for stack in ("encoder", "decoder"):
+        torch.testing.assert_close(mass.mass[stack].sum(-1), torch.ones(2, 2))
+    assert mass.mass["decoder"][..., 4:].abs().max() == 0
+
+
+T5 = dict(relative_positions="t5", max_relative_position=0, share_relative_across_heads=False)
+
+
+def test_t5_bias_by_distance_is_the_bucket_table():
+    """Bucket u of head h holds u + 100 h: the bias at each distance names its bucket."""
+    model = model_of(**T5, share_relative_across_layers=True)
+    with torch.no_grad():
+        for stack in (model.encoder, model.decoder):
+            stack.relative_terms.t5[0].weight.copy_(
+                torch.arange(32.0)[:, None] + 100 * torch.arange(2.0)
+            )
+    encoder, decoder = position_statistics(model).t5
+    assert (encoder.stack, encoder.layer, decoder.stack, decoder.layer) == (
+        "encoder", None, "decoder", None
+    )  # fmt: skip
+    assert encoder.distances == list(range(-160, 161)) and decoder.distances == list(range(-160, 1))
+    torch.testing.assert_close(encoder.weight, model.encoder.relative_terms.t5[0].weight)
+    # 32 buckets to 128: the encoder's 16 per side (8 exact), the decoder's 32 (16 exact)
+    by_hand = {
+        "encoder": {0: 0, -1: 1, -7: 7, -8: 8, -12: 9, -160: 15, 1: 17, 8: 24, 12: 25, 160: 31},
+        "decoder": {0: 0, -1: 1, -15: 15, -16: 16, -64: 26, -100: 30, -128: 31, -160: 31},
+    }
+    for t in (encoder, decoder):
+        for distance, bucket in by_hand[t.stack].items():
+            column = t.distances.index(distance)
+            assert t.by_distance[:, column].tolist() == [bucket, bucket + 100], (t.stack, distance)
+
+
+def test_t5_tables_per_layer_are_each_drawn():
+    model = model_of(**T5, share_relative_across_layers=False)
+    tables = position_statistics(model).t5
+    assert [(t.stack, t.layer) for t in tables] == [
+        ("encoder", 0), ("encoder", 1), ("decoder", 0), ("decoder", 1)
+    ]  # fmt: skip
+    torch.testing.assert_close(tables[3].weight, model.decoder.relative_terms.t5[1].weight)
+    assert not tables[2].bidirectional and tables[0].bidirectional
+
+
+def test_learned_table_similarity_of_position_vectors():
+    model = model_of(absolute_positions="learned", max_positions=20, max_relative_position=0)
+    stats = position_statistics(model)
+    assert [t.stack for t in stats.learned] == ["encoder", "decoder"]
+    assert stats.t5 == [] and stats.alibi is None
+    table = model.decoder.embed.learned.table.detach()  # (N, D)
+    decoder = stats.learned[1]
+    torch.testing.assert_close(decoder.norms, table.norm(dim=-1))
+    assert decoder.cosine.shape == (20, 20)
+    by_hand = float(table[3] @ table[11] / (table[3].norm() * table[11].norm()))
+    assert decoder.cosine[3, 11].item() == pytest.approx(by_hand, abs=1e-6)
+    torch.testing.assert_close(decoder.cosine, decoder.cosine.T)
+    torch.testing.assert_close(decoder.cosine.diagonal(), torch.ones(20))
+
+
+def test_alibi_slopes_for_reference():
+    stats = position_statistics(
+        model_of(relative_positions="alibi", max_relative_position=0, n_heads=4)
+    )
+    assert stats.alibi.slopes == [2**-2, 2**-4, 2**-6, 2**-8]  # 2^(-8 h / H), Press et al.
+    assert stats.alibi.stacks == ["encoder", "decoder"]
+    assert position_statistics(model_of()).alibi is None  # Shaw: nothing of the others
+
+
+def checkpoint_of(tiny_checkpoint, tmp_path, **overrides):
+    """The tiny checkpoint's data and BPE model with another (untrained) model."""
+    state = load_checkpoint(tiny_checkpoint)
+    config = replace(state.config, model=tiny_config(**overrides))
+    model = build_model(config.model, vocab_size=80, pad_id=0)
+    new = TrainingState(config=config, model=model.state_dict(), bpe_model=state.bpe_model, step=1)
+    return save_checkpoint(new, tmp_path / "model.pt")
+
+
+FIGURES = {
+    "t5": (dict(**T5, share_relative_across_layers=True), ["encoder_t5_bias", "decoder_t5_bias"]),
+    "learned": (
+        dict(absolute_positions="learned", max_positions=40, max_relative_position=0),
+        ["encoder_learned_cosine", "decoder_learned_cosine"],
+    ),
+    "alibi": (dict(relative_positions="alibi", max_relative_position=0), ["alibi_slopes"]),
+}
+
+
+@pytest.mark.parametrize("overrides,figures", FIGURES.values(), ids=FIGURES.keys())
+def test_cli_draws_what_each_method_learned(tiny_checkpoint, tmp_path, overrides, figures):
+    path = checkpoint_of(tiny_checkpoint, tmp_path, **overrides)
+    out = tmp_path / "inspect"
+    assert inspect_main([str(path), "-o", str(out), "--sentences", "6"]) == 0
+    index = (out / "index.md").read_text()
+    for name in [*figures, "encoder_attention_mass", "decoder_attention_mass"]:
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"{name}.png" in index
+    assert not list(out.glob("*table_norms.png"))  # no Shaw tables
+    numbers = json.loads((out / "inspect.json").read_text())
+    method = overrides.get("relative_positions", overrides.get("absolute_positions"))
+    assert f"relative {overrides.get('relative_positions', 'none')}" in index
+    if method == "t5":
+        assert [t["stack"] for t in numbers["t5"]] == ["encoder", "decoder"]
+        assert len(numbers["t5"][0]["bucket_bias"]) == 2  # (H, U)
+        assert len(numbers["t5"][1]["distances"]) == 161
+    elif method == "learned":
+        matrix = np.load(out / "encoder_learned_cosine.npy")
+        assert matrix.shape == (40, 40) and "encoder_learned_cosine.npy" in index
+        assert numbers["learned"][1]["mean_cosine_by_offset"][0] == pytest.approx(1.0)
+    else:
+        assert numbers["alibi"]["slopes"] == [2**-4, 2**-8]
