@@ -6,13 +6,14 @@ ctranslate2 is an optional extra (rpr-nmt[export]): without it these tests skip.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from rpr_nmt.cli.export import main as export_main
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.data import BOS_ID, EOS_ID, Tokenizer
@@ -263,3 +264,26 @@ def test_force_replaces_a_previous_export(tiny_checkpoint, tmp_path, monkeypatch
     assert export_main([str(tiny_checkpoint), "-o", ".", "--force"]) == 2
     assert "is the working directory" in capsys.readouterr().err
     assert (out / "rpr_nmt_export.json").is_file()
+
+
+@pytest.mark.parametrize("method", ["rope", "t5"])
+def test_cli_exports_a_checkpoint_of_another_method(tiny_checkpoint, tmp_path, method):
+    """rpr-nmt-export on a checkpoint whose config names the method: built from the stored
+    config, exported, and decoding greedily as ours."""
+    torch.set_num_threads(1)
+    state = load_checkpoint(tiny_checkpoint)
+    tok = Tokenizer.from_proto(state.bpe_model)
+    fields = dict(relative_positions=method, share_relative_across_layers=method == "t5")
+    model = train_tiny(tiny_config(**fields, **RELATIVE_ONLY), tok, steps=40)
+    config = replace(state.config, model=tiny_config(**fields, **RELATIVE_ONLY))
+    path = save_checkpoint(
+        TrainingState(config=config, model=model.state_dict(), bpe_model=state.bpe_model, step=40),
+        tmp_path / f"{method}.pt",
+    )
+    out = tmp_path / "exported"
+    assert export_main([str(path), "-o", str(out)]) == 0
+    info = json.loads((out / "rpr_nmt_export.json").read_text())
+    assert info["model"]["relative_positions"] == method and info["step"] == 40
+    cfg = DecodeConfig(beam_size=1, streams=1)
+    got = [h[0] for h in translate_ctranslate2(translator(out), tok, SOURCES, cfg)]
+    assert got == our_pieces(model, tok, SOURCES, cfg)

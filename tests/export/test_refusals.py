@@ -138,6 +138,20 @@ def test_cli_refusal_is_one_line_with_status_2(tiny_bpe, tmp_path, capsys):
     assert "model.share_relative_across_heads=true" in err and "\n" not in err
 
 
+def test_cli_refuses_alibi_in_one_line_with_status_2(tiny_bpe, tmp_path, capsys):
+    fields = dict(relative_positions="alibi", max_relative_position=0)
+    config = TrainJobConfig(model=tiny_config(**fields))
+    state = TrainingState(
+        config=config, model=model_of(**fields).state_dict(), bpe_model=tiny_bpe.proto
+    )
+    path = save_checkpoint(state, tmp_path / "alibi.pt")
+    assert export_main([str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rpr-nmt-export: error: model.relative_positions=alibi cannot be")
+    assert "decoders only" in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_errors_are_one_line(tiny_checkpoint, tmp_path, capsys):
     assert export_main([str(tmp_path / "missing.pt"), "-o", str(tmp_path / "out")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
