@@ -144,6 +144,8 @@ class TrainJobConfig:
 @dataclass
 class EvaluateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    # instead of checkpoint=: models decoded as an ensemble, each a checkpoint file or a run folder
+    ensemble: list[str] = field(default_factory=list)
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     split: str | None = None  # split to decode; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
@@ -156,6 +158,8 @@ class EvaluateJobConfig:
 @dataclass
 class ScoreJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before scoring
+    # instead of checkpoint=: models scored as an ensemble, each a checkpoint file or a run folder
+    ensemble: list[str] = field(default_factory=list)
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     split: str | None = None  # split to score; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
@@ -171,6 +175,8 @@ class ScoreJobConfig:
 @dataclass
 class TranslateJobConfig:
     checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
+    # instead of checkpoint=: models decoded as an ensemble, each a checkpoint file or a run folder
+    ensemble: list[str] = field(default_factory=list)
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout

@@ -1,7 +1,7 @@
 """Checkpoints: the training state (state.py), the run folder's files (run_folder.py) and its
 lock (run_lock.py), and loading a model for translation (inference.py)."""
 
-from rpr_nmt.checkpoint.inference import load_for_inference
+from rpr_nmt.checkpoint.inference import load_ensemble_members, load_for_inference
 from rpr_nmt.checkpoint.run_folder import (
     average_checkpoints,
     average_last,
@@ -29,6 +29,7 @@ __all__ = [
     "average_last",
     "checkpoint_paths",
     "load_checkpoint",
+    "load_ensemble_members",
     "load_for_inference",
     "run_folder_lock",
     "save_checkpoint",

@@ -39,3 +39,37 @@ def load_for_inference(
     model.load_state_dict(state.weights(use_ema))
     model.to(device).eval()
     return model, tokenizer, state.config
+
+
+def load_ensemble_members(
+    members: Sequence[Sequence[str | Path]],
+    device: str | torch.device = "cpu",
+    *,
+    use_ema: bool = True,
+) -> tuple[list[Transformer], Tokenizer, list[TrainJobConfig]]:
+    """Each member's model (its checkpoints averaged, as load_for_inference does), checked to
+    share one BPE model: an ensemble averages probabilities of the same token ids.
+
+    Returns:
+        (models, the shared tokenizer, each member's training config)
+
+    Raises:
+        CheckpointError: two members' BPE models differ (the message names one file of each).
+    """
+    from rpr_nmt.checkpoint.state import CheckpointError
+
+    if not members:
+        raise ValueError("an ensemble needs at least one member")
+    models, configs, first = [], [], None
+    for paths in members:
+        model, tokenizer, config = load_for_inference(paths, device, use_ema=use_ema)
+        if first is None:
+            first = (tokenizer, paths[0])
+        elif tokenizer.sha256 != first[0].sha256:
+            raise CheckpointError(
+                f"ensemble members {first[1]} and {paths[0]} have different BPE models "
+                "(vocabularies): ensemble only models trained on one prepared corpus"
+            )
+        models.append(model)
+        configs.append(config)
+    return models, first[0], configs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,18 @@ class UsageError(Exception):
 
 
 def job_config(cfg: DictConfig) -> Any:
-    """The composed config as its dataclass; a missing checkpoint= is a UsageError, not a trace."""
+    """The composed config as its dataclass; a missing checkpoint= (without ensemble=) is a
+    UsageError, not a trace, and so is giving both."""
+    ensemble = bool(cfg.get("ensemble"))
+    if ensemble and not OmegaConf.is_missing(cfg, "checkpoint"):
+        raise UsageError(
+            "checkpoint= and ensemble= exclude each other: give the models as ensemble=[a.pt,b.pt] "
+            "or one (averaged) model as checkpoint="
+        )
     if OmegaConf.is_missing(cfg, "checkpoint"):
-        checkpoints_of(None)
+        if not ensemble:
+            checkpoints_of(None)
+        cfg.checkpoint = None  # the ensemble's members are the models
     if problem := unknown_settings(cfg):  # keys added with +key=..., else silently ignored
         raise UsageError(problem)
     return to_job_config(cfg)
@@ -39,6 +48,40 @@ def checkpoints_of(value: Any) -> list[Path]:
     if not items:
         raise UsageError("checkpoint=[] is empty: give at least one checkpoint path")
     return checkpoint_paths([str(item) for item in items])
+
+
+@dataclass
+class LoadedModel:
+    """What an inference command decodes with: one model, or an Ensemble of several."""
+
+    model: Any  # rpr_nmt.model.Transformer or rpr_nmt.decode.ensemble.Ensemble
+    tokenizer: Any  # rpr_nmt.data.Tokenizer, shared by every member
+    config: Any  # the TrainJobConfig of the (first) model: its data and language pair
+    checkpoint: list[str] | None  # checkpoint= as files (averaged), None for an ensemble
+    ensemble: list[list[str]] | None  # per member its files (a run folder's are averaged)
+
+    @property
+    def description(self) -> str:
+        """e.g. "2 checkpoint(s)" or "an ensemble of 3 models"."""
+        if self.ensemble is None:
+            return f"{len(self.checkpoint or [])} checkpoint(s)"
+        return f"an ensemble of {len(self.ensemble)} models"
+
+
+def load_model(job: Any, device: Any) -> LoadedModel:
+    """The model of `checkpoint=` (several files averaged), or the Ensemble of `ensemble=`
+    (each member a file or a run folder, averaged as checkpoint= is), on `device`."""
+    from rpr_nmt.checkpoint import load_ensemble_members, load_for_inference
+    from rpr_nmt.decode.ensemble import Ensemble
+
+    ema = use_ema(job.weights)
+    if not job.ensemble:
+        paths = [str(p) for p in checkpoints_of(job.checkpoint)]
+        model, tokenizer, config = load_for_inference(paths, device, use_ema=ema)
+        return LoadedModel(model, tokenizer, config, paths, None)
+    members = [[str(p) for p in checkpoints_of(member)] for member in job.ensemble]
+    models, tokenizer, configs = load_ensemble_members(members, device, use_ema=ema)
+    return LoadedModel(Ensemble(models), tokenizer, configs[0], None, members)
 
 
 def use_ema(weights: str) -> bool:

@@ -3,6 +3,7 @@
     rpr-nmt-evaluate checkpoint=runs/train/default/checkpoints/last.pt   # the data's test split
     rpr-nmt-evaluate 'checkpoint=[a.pt,b.pt]' data=multi30k_en_de decode.beam_size=4
     rpr-nmt-evaluate checkpoint=runs/train/default     # the run's kept step checkpoints, averaged
+    rpr-nmt-evaluate 'ensemble=[seed1/last.pt,seed2/last.pt,runs/seed3]'   # decoded together
     rpr-nmt-evaluate checkpoint=gpu/last.pt data_root=../shared/data/multi30k   # the corpus moved
     rpr-nmt-evaluate checkpoint=last.pt split=val 'extra_references=[val2.de,val3.de]'  # 3 refs
 
@@ -23,10 +24,9 @@ from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import (
     checked_decode_config,
-    checkpoints_of,
     exit_on_error,
     job_config,
-    use_ema,
+    load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import DataConfig, EvaluateJobConfig
@@ -36,25 +36,24 @@ PROG = "rpr-nmt-evaluate"
 
 def run(job: EvaluateJobConfig, out_dir: str) -> None:
     """Load, decode, score, print and write the files."""
-    from rpr_nmt.checkpoint import load_for_inference
     from rpr_nmt.data import read_parallel_text
     from rpr_nmt.evaluate import evaluate_split
     from rpr_nmt.model import resolve_device
 
-    paths = [str(p) for p in checkpoints_of(job.checkpoint)]
     decode = checked_decode_config(job.decode)
     device = resolve_device(decode.device)
-    model, tokenizer, config = load_for_inference(paths, device, use_ema=use_ema(job.weights))
-    data_cfg = data_config(job, config.data)
+    loaded = load_model(job, device)
+    data_cfg = data_config(job, loaded.config.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
     extra_refs = [read_extra_references(path, len(refs)) for path in job.extra_references]
     setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
-    print(f"{PROG}: {len(paths)} checkpoint(s); {data_cfg.name} {split}, "
+    print(f"{PROG}: {loaded.description}; {data_cfg.name} {split}, "
           f"{len(sources)} sentences; {setup} on {device}", flush=True)  # fmt: skip
     scores = evaluate_split(
-        model, tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
-        checkpoint=paths, extra_refs=extra_refs, reference_files=job.extra_references, log=print,
+        loaded.model, loaded.tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
+        checkpoint=loaded.checkpoint, ensemble=loaded.ensemble, extra_refs=extra_refs,
+        reference_files=job.extra_references, log=print,
     )  # fmt: skip
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")

@@ -4,6 +4,7 @@
     rpr-nmt-score checkpoint=runs/train/default split=val by_length=true   # + tables by length
     rpr-nmt-score checkpoint=model.pt source=news.en reference=news.de     # a local file pair
     echo "A man rides. ||| Ein Mann fährt." | rpr-nmt-score checkpoint=model.pt pairs=-
+    rpr-nmt-score 'ensemble=[seed1/last.pt,seed2/last.pt]' by_length=true   # an ensemble's
 
 Prints `perplexity = X` (per reference token, EOS included); writes score_<name>.txt (one line
 per sentence: its total log-probability ||| each token's, EOS last) and score_<name>.json (the
@@ -26,10 +27,9 @@ from omegaconf import DictConfig
 from rpr_nmt.cli.common import (
     UsageError,
     checked_decode_config,
-    checkpoints_of,
     exit_on_error,
     job_config,
-    use_ema,
+    load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.evaluate import data_config
@@ -131,22 +131,23 @@ def checked_bounds(bounds: Sequence[int]) -> list[int]:
 
 def run(job: ScoreJobConfig, out_dir: str) -> None:
     """Load, read the pairs, score, print and write the files."""
-    from rpr_nmt.checkpoint import load_for_inference
     from rpr_nmt.decode.forced import score_references
     from rpr_nmt.evaluate import likelihood
     from rpr_nmt.model import resolve_device
 
-    paths = [str(p) for p in checkpoints_of(job.checkpoint)]
     decode = checked_decode_config(job.decode)
     bounds = checked_bounds(job.bounds)
     device = resolve_device(decode.device)
-    model, tokenizer, trained = load_for_inference(paths, device, use_ema=use_ema(job.weights))
-    name, sources, refs = read_input(job, trained)
-    print(f"{PROG}: {len(paths)} checkpoint(s); {name}, {len(sources)} pairs; "
+    loaded = load_model(job, device)
+    name, sources, refs = read_input(job, loaded.config)
+    print(f"{PROG}: {loaded.description}; {name}, {len(sources)} pairs; "
           f"{decode.precision} on {device}", flush=True)  # fmt: skip
-    scores = score_references(model, tokenizer, sources, refs, decode)
+    scores = score_references(loaded.model, loaded.tokenizer, sources, refs, decode)
     corpus = likelihood.corpus_perplexity(scores)
-    record = {**asdict(corpus), "input": name, "checkpoint": paths, "precision": decode.precision}
+    record = {
+        **asdict(corpus), "input": name, "checkpoint": loaded.checkpoint,
+        "ensemble": loaded.ensemble, "precision": decode.precision,
+    }  # fmt: skip
     print(f"perplexity = {corpus.perplexity:.4f}  ({corpus.tokens} reference tokens, EOS "
           f"included; nll {corpus.nll_per_token:.4f} nats/token)")  # fmt: skip
     if job.by_length:

@@ -2,6 +2,7 @@
 
     echo "A man rides a bike." | rpr-nmt-translate checkpoint=runs/train/default/checkpoints/last.pt
     rpr-nmt-translate checkpoint=model.pt input=news.en output=news.de decode.nbest=4
+    rpr-nmt-translate 'ensemble=[seed1/last.pt,seed2/last.pt,runs/seed3]' input=news.en
 
 With decode.nbest > 1 each output line is `i ||| translation ||| score` (i counts input lines from
 0, score is the length-normalised log-probability), best first. A blank input line is not decoded:
@@ -30,7 +31,7 @@ from rpr_nmt.cli.common import (
     checkpoints_of,
     exit_on_error,
     job_config,
-    use_ema,
+    load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import TranslateJobConfig
@@ -126,11 +127,12 @@ def format_output(
 def run(job: TranslateJobConfig) -> None:
     """Translate the input a window of lines at a time, each window written in input order
     before the next is read."""
-    from rpr_nmt.checkpoint import load_for_inference
     from rpr_nmt.decode import decoding_model, translate
     from rpr_nmt.model import resolve_device
 
-    paths, decode = checkpoints_of(job.checkpoint), checked_decode_config(job.decode)
+    decode = checked_decode_config(job.decode)
+    for member in job.ensemble or [job.checkpoint]:  # a missing file fails before input is read
+        checkpoints_of(member)
     with ExitStack() as files:
         source = open_input(job.input)
         if source is not sys.stdin.buffer:
@@ -139,7 +141,8 @@ def run(job: TranslateJobConfig) -> None:
         if out is not sys.stdout:
             files.callback(out.close)
         device = resolve_device(decode.device)
-        model, tokenizer, _ = load_for_inference(paths, device, use_ema=use_ema(job.weights))
+        loaded = load_model(job, device)
+        model, tokenizer = loaded.model, loaded.tokenizer
         model = decoding_model(model.eval(), decode.precision)  # cast once, not per window
         window_cfg = replace(decode, precision="fp32")  # the model is at its precision already
         name = "stdin" if job.input == "-" else f"input={job.input}"

@@ -42,6 +42,7 @@ def evaluate_split(
     split: str,
     *,
     checkpoint: str | Path | Sequence[str | Path] | None = None,
+    ensemble: Sequence[Sequence[str]] | None = None,
     extra_refs: Sequence[Sequence[str]] = (),
     reference_files: Sequence[str] = (),
     log: Callable[[str], None] | None = None,
@@ -58,6 +59,7 @@ def evaluate_split(
         out_dir: folder for the two files (created if missing).
         split: split name used in the file names.
         checkpoint: checkpoint path(s), recorded in the JSON file.
+        ensemble: with an Ensemble as model, each member's checkpoint files, recorded likewise.
         extra_refs: further reference sets, line-aligned with refs: sacrebleu's multi-reference
             BLEU, chrF and TER.
         reference_files: the files of extra_refs, recorded in the JSON file.
@@ -86,6 +88,7 @@ def evaluate_split(
         "sentences_per_sec": speed,
         "decode_seconds": seconds,
         "checkpoint": _paths(checkpoint),
+        "ensemble": None if ensemble is None else [[str(p) for p in m] for m in ensemble],
         "extra_references": [str(p) for p in reference_files],
         "decode": {**asdict(decode_cfg), "device": str(_device(model))},
     }

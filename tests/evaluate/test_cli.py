@@ -300,3 +300,49 @@ def test_evaluate_refuses_what_it_would_ignore_or_get_wrong(tiny_run, tmp_path, 
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("rpr-nmt-evaluate: error: ") and out.stderr.count("\n") == 1
     assert message in out.stderr
+
+
+def test_an_ensemble_of_two_copies_evaluates_translates_and_scores_as_the_model(tiny_run, tmp_path):
+    a = tiny_run["a"]
+    args = ["decode.beam_size=2", "decode.max_len_b=3"]
+    for name, model in (("alone", f"checkpoint={a}"), ("pair", f"ensemble=[{a},{a}]")):
+        out = cli("evaluate", model, *args, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        out = cli("score", model, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+    assert "an ensemble of 2 models" in out.stdout
+    hyps = [(tmp_path / n / "hyp_test.txt").read_text(encoding="utf-8") for n in ("alone", "pair")]
+    assert hyps[0] == hyps[1]
+    record = json.loads((tmp_path / "pair" / "eval_test.json").read_text())
+    assert record["ensemble"] == [[str(a)], [str(a)]] and record["checkpoint"] is None
+    scores = [json.loads((tmp_path / n / "score_test.json").read_text()) for n in ("alone", "pair")]
+    assert scores[1]["perplexity"] == pytest.approx(scores[0]["perplexity"], rel=1e-5)
+    text = "a man rides a bike.\nthe dog runs.\n"
+    outs = [
+        cli("translate", model, *args, cwd=tmp_path, stdin=text)
+        for model in (f"checkpoint={a}", f"ensemble=[{a},{a}]", f"ensemble=[{a},{tiny_run['b']}]")
+    ]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout and len(outs[2].stdout.splitlines()) == 2
+
+
+def test_ensemble_errors_are_one_line_and_exit_2(tiny_run, tmp_path):
+    src, tgt = corpus(100, seed=9)
+    other_bpe = train_bpe(src + tgt, vocab_size=60, character_coverage=1.0)
+    config = TrainJobConfig(data=DataConfig(name="tiny", root=str(tiny_run["data"])), model=TINY)
+    model = build_model(TINY, vocab_size=60, pad_id=0)
+    state = TrainingState(config=config, model=model.state_dict(), bpe_model=other_bpe, step=1)
+    other = save_checkpoint(state, tmp_path / "other.pt")
+    a = tiny_run["a"]
+    cases = [
+        ("evaluate", [f"ensemble=[{a},{other}]"], f"members {a} and {other} have different BPE"),
+        ("translate", [f"ensemble=[{a},{other}]"], f"members {a} and {other} have different BPE"),
+        ("evaluate", [f"checkpoint={a}", f"ensemble=[{a}]"], "exclude each other"),
+        ("score", [f"checkpoint={a}", f"ensemble=[{a}]"], "exclude each other"),
+        ("translate", [f"ensemble=[{a},missing.pt]"], "checkpoint not found"),
+    ]
+    for command, args, message in cases:
+        out = cli(command, *args, "hydra.run.dir=run", cwd=tmp_path, stdin="a man.\n")
+        assert out.returncode == 2, out.stderr
+        assert "Traceback" not in out.stderr and message in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
