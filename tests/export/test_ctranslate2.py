@@ -203,6 +203,10 @@ def test_every_exportable_variant_scores_and_decodes_like_ours(tiny_bpe, tmp_pat
 
 LONG = {
     "t5": dict(relative_positions="t5", share_relative_across_layers=True, **RELATIVE_ONLY),
+    "t5_14_buckets_to_40": dict(
+        relative_positions="t5", share_relative_across_layers=True, t5_num_buckets=14,
+        t5_max_distance=40, **RELATIVE_ONLY,
+    ),
     "rope": dict(relative_positions="rope", **RELATIVE_ONLY),
     "rope_halves": dict(relative_positions="rope", rope_layout="halves", **RELATIVE_ONLY),
     "learned": dict(
@@ -234,7 +238,8 @@ def test_long_inputs_score_alike_at_every_distance(tiny_bpe, tmp_path, overrides
     if overrides["relative_positions"] == "t5":  # the far buckets count: a change there shows
         with torch.no_grad():
             for t5 in (model.encoder.relative_terms.t5[0], model.decoder.relative_terms.t5[0]):
-                far = [15, 31] if t5.bidirectional else [31]  # each side's last: up to 128, beyond
+                U = t5.num_buckets  # each side's last bucket: up to max_distance, and beyond
+                far = [U // 2 - 1, U - 1] if t5.bidirectional else [U - 1]
                 t5.weight[far] += 1.0
         assert max(logprob_differences(model, tiny_bpe, out, src_ids, tgt_ids)) > 1e-3
 
@@ -287,3 +292,15 @@ def test_cli_exports_a_checkpoint_of_another_method(tiny_checkpoint, tmp_path, m
     cfg = DecodeConfig(beam_size=1, streams=1)
     got = [h[0] for h in translate_ctranslate2(translator(out), tok, SOURCES, cfg)]
     assert got == our_pieces(model, tok, SOURCES, cfg)
+
+
+@pytest.mark.parametrize("variant", ["learned", "rope", "t5"])
+def test_int8_export_of_every_method_translates(tiny_bpe, tmp_path, variant):
+    """Quantization leaves the positions in float: T5's bias and the tables are no linear weights
+    (CTranslate2 quantizes only variables with a scale)."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config(**VARIANTS[variant]), vocab_size=tiny_bpe.vocab_size, pad_id=0)
+    out = export_ctranslate2(model.eval(), tiny_bpe, tmp_path / "int8", quantization="int8")
+    cfg = DecodeConfig(beam_size=2, streams=1)
+    hyps = translate_ctranslate2(translator(out), tiny_bpe, SOURCES[:5], cfg)
+    assert len(hyps) == 5 and all(len(h) == 1 for h in hyps)
