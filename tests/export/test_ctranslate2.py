@@ -150,6 +150,9 @@ VARIANTS = {
     "one_head_per_head_tables": dict(n_heads=1, share_relative_across_heads=False),
     "sinusoid_only": dict(max_relative_position=0, sinusoidal=True),
     "no_positions": dict(max_relative_position=0),
+    "positions_none": dict(
+        absolute_positions="none", relative_positions="none", max_relative_position=0
+    ),
     "learned": dict(absolute_positions="learned", max_positions=48, max_relative_position=0),
     "learned_post_norm": dict(
         absolute_positions="learned", max_relative_position=0, pre_norm=False
