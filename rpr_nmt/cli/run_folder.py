@@ -10,6 +10,7 @@ sweep each job's trainer refuses by its lock.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -24,6 +25,8 @@ class RefuseBusyRunFolder(Callback):
     """on_run_start: exit with status 2 and one line naming the holder if the folder is busy."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if int(os.environ.get("RANK", "0")) > 0:
+            return  # torchrun's other ranks: their job's rank 0 holds (or is taking) the lock
         HydraConfig.instance().set_config(config)  # hydra.run.dir interpolates ${hydra:...}
         busy = run_folder_in_use(config.hydra.run.dir)
         if busy:

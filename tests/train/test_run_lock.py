@@ -29,3 +29,23 @@ def test_a_second_trainer_on_a_run_folder_refuses(corpus, cache_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     with run_folder_lock(run_dir):  # and the trainer released it at its end
         pass
+
+
+def test_torchruns_other_ranks_pass_the_busy_folder_check(tmp_path, monkeypatch):
+    # Under torchrun every rank runs the Hydra callback; rank 0's trainer may already hold the lock
+    # when rank 1 gets there, and rank 1 must not refuse its own job's folder.
+    import pytest
+    from hydra import compose, initialize_config_dir
+
+    from rpr_nmt.cli.config_store import CONFIG_DIR
+    from rpr_nmt.cli.run_folder import RefuseBusyRunFolder
+
+    run_dir = tmp_path / "run"
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = compose("train", overrides=[f"hydra.run.dir={run_dir}"], return_hydra_config=True)
+    with run_folder_lock(run_dir):
+        monkeypatch.setenv("RANK", "1")
+        RefuseBusyRunFolder().on_run_start(config)  # returns
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(SystemExit):
+            RefuseBusyRunFolder().on_run_start(config)
