@@ -145,3 +145,12 @@ def test_translate_decodes_an_ensemble_like_a_model():
     alone = translate(model, Chars(), sentences, cfg)
     ensembled = translate(Ensemble([model, copy.deepcopy(model)]), Chars(), sentences, cfg)
     assert [h[0].tokens for h in ensembled] == [h[0].tokens for h in alone]
+
+
+def test_a_bf16_ensemble_is_the_ensemble_of_bf16_members():
+    from rpr_nmt.decode import decoding_model
+
+    model, src = tiny_model(), random_src()
+    ensemble = decoding_model(Ensemble([model]), "bf16")
+    assert all(p.dtype == torch.bfloat16 for p in ensemble.parameters())
+    same(decode(ensemble, src, 3), decode(decoding_model(model, "bf16"), src, 3))
