@@ -17,6 +17,7 @@ empty reference line, a pairs line without " ||| ") prints one line on stderr, e
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -142,14 +143,18 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     name, sources, refs = read_input(job, loaded.config)
     print(f"{PROG}: {loaded.description}; {name}, {len(sources)} pairs; "
           f"{decode.precision} on {device}", flush=True)  # fmt: skip
+    start = time.perf_counter()
     scores = score_references(loaded.model, loaded.tokenizer, sources, refs, decode)
+    seconds = time.perf_counter() - start
     corpus = likelihood.corpus_perplexity(scores)
     record = {
         **asdict(corpus), "input": name, "checkpoint": loaded.checkpoint,
-        "ensemble": loaded.ensemble, "precision": decode.precision,
+        "ensemble": loaded.ensemble, "precision": decode.precision, "score_seconds": seconds,
+        "sentences_per_sec": len(scores) / seconds if seconds > 0 else 0.0,
     }  # fmt: skip
     print(f"perplexity = {corpus.perplexity:.4f}  ({corpus.tokens} reference tokens, EOS "
-          f"included; nll {corpus.nll_per_token:.4f} nats/token)")  # fmt: skip
+          f"included; nll {corpus.nll_per_token:.4f} nats/token; {len(scores)} pairs in "
+          f"{seconds:.1f} s)")  # fmt: skip
     if job.by_length:
         labels = bucket_labels(bounds)
         tables = {
