@@ -290,7 +290,7 @@ def test_the_demo_preset_is_cpu_short_where_bf16_is_native_and_its_fp32_branch_e
     if native:  # the published recipe, value for value
         assert asdict(replace(demo, precision="bf16")) == asdict(cpu_short)
     else:  # smaller batches, a shorter warmup; the rest as cpu_short
-        assert (demo.max_tokens, demo.warmup_steps) == (3000, 100)
+        assert (demo.max_tokens, demo.warmup_steps) == (2000, 100)
         assert asdict(replace(demo, precision="bf16", max_tokens=6000, warmup_steps=400)) == (
             asdict(cpu_short)
         )
