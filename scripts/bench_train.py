@@ -1,28 +1,33 @@
-"""Benchmark training throughput: relative vs absolute positions, fp32 and bf16, in one process.
+"""Benchmark training throughput of position methods against the sinusoid, fp32 and bf16.
 
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
+        [--variants relative absolute rope alibi t5 learned none]
 
-Relative: k = 16, a^K + a^V, no sinusoid (the paper's proposal). Absolute: k = 0 with the
-sinusoidal encoding (Vaswani et al.). Both train on the same Multi30k En-De batches (data root
-$RPR_NMT_DATA, else ../shared/data) with the trainer's own update step (Adam, label-smoothed loss,
-clipping), in interleaved rounds (A B A B ...), so that drift on a shared machine hits both alike.
-Throughput counts non-padding source + target tokens per second of training updates.
+Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
+a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
+is relative and absolute). All train on the same Multi30k En-De batches (data root $RPR_NMT_DATA,
+else ../shared/data) with the trainer's own update step (Adam, label-smoothed loss, clipping), in
+interleaved rounds (A B C ... then ... C B A), so that drift on a shared machine hits all alike.
+Throughput counts non-padding source + target tokens per second of training updates. Peak memory
+is each variant's own: 3 updates in a fresh process (the resident set's high-water mark on CPU).
 Prints the host first (CPU capability, threads, the fp32 and bf16 matmul ceilings measured now),
-then one Markdown table: median tokens/s of each variant with the share of the precision's matmul
-ceiling it reaches (training work per token counted by torch's FlopCounterMode on one update:
-matmuls and attention, padding included), the median of the per-round ratios relative /
-absolute, and peak memory.
+then one Markdown table, a row per precision and variant: median tokens/s with the share of the
+precision's matmul ceiling it reaches (training work per token counted by torch's FlopCounterMode
+on one update: matmuls and attention, padding included), the median of the per-round time ratios
+variant / absolute (the sinusoid) with their range, and peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
-from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -40,10 +45,12 @@ from rpr_nmt.train.monitor import peak_memory_mb
 from rpr_nmt.train.step import autocast_factory, train_step
 
 REPO = Path(__file__).resolve().parent.parent
+# Variant name -> its positions= group (configs/positions/).
 VARIANTS = {
-    "relative": dict(max_relative_position=16, relative_keys=True, relative_values=True),
-    "absolute": dict(max_relative_position=0, sinusoidal=True),
-}
+    "relative": "relative_k16", "absolute": "absolute", "rope": "rope", "alibi": "alibi",
+    "t5": "t5", "learned": "learned", "none": "none",
+}  # fmt: skip
+BASELINE = "absolute"
 
 
 def data_root() -> Path:
@@ -57,14 +64,16 @@ def data_root() -> Path:
     raise SystemExit("Multi30k not found: set RPR_NMT_DATA to the folder holding multi30k/")
 
 
-def load_config(model: str, max_tokens: int) -> TrainJobConfig:
-    """The composed job config: Multi30k En-De, the given model preset, the default recipe."""
+def load_config(model: str, max_tokens: int, variant: str = BASELINE) -> TrainJobConfig:
+    """The composed job config: Multi30k En-De, the model preset with the variant's positions,
+    the default recipe."""
     os.environ.setdefault("RPR_NMT_DATA", str(data_root()))
+    overrides = [
+        "data=multi30k_en_de", f"model={model}", f"positions={VARIANTS[variant]}",
+        f"train.max_tokens={max_tokens}",
+    ]  # fmt: skip
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose(
-            "train",
-            overrides=["data=multi30k_en_de", f"model={model}", f"train.max_tokens={max_tokens}"],
-        )
+        cfg = compose("train", overrides=overrides)
     return to_job_config(cfg)
 
 
@@ -83,10 +92,9 @@ def fixed_batches(config: TrainJobConfig, n: int) -> tuple[list[Any], int, int]:
 class Runner:
     """One model variant with its optimizer, trained on the fixed batches."""
 
-    def __init__(self, config, variant, vocab_size, pad_id, precision, device) -> None:
+    def __init__(self, config, vocab_size, pad_id, precision, device) -> None:
         torch.manual_seed(1)
-        model_cfg = replace(config.model, **VARIANTS[variant])
-        self.model = build_model(model_cfg, vocab_size=vocab_size, pad_id=pad_id).to(device)
+        self.model = build_model(config.model, vocab_size=vocab_size, pad_id=pad_id).to(device)
         train = config.train
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=1e-4, betas=(train.adam_beta1, train.adam_beta2),
@@ -121,35 +129,46 @@ class Runner:
         return tokens, time.perf_counter() - start
 
 
-def bench_precision(config, batches, vocab_size, pad_id, precision, device, rounds, steps):
-    """Interleaved rounds for one precision; returns the table row."""
-    runners = {v: Runner(config, v, vocab_size, pad_id, precision, device) for v in VARIANTS}
+def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rounds, steps):
+    """Interleaved rounds of every variant for one precision; returns a row per variant."""
+    runners = {v: Runner(c, vocab_size, pad_id, precision, device) for v, c in configs.items()}
     for runner in runners.values():  # warm-up: allocator, kernels
         runner.run(batches[:2])
-    work = {v: runners[v].flops_per_token(batches[0]) for v in VARIANTS}
-    speed: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    ratios = []
+    work = {v: runners[v].flops_per_token(batches[0]) for v in runners}
+    speed: dict[str, list[float]] = {v: [] for v in runners}
+    ratios: dict[str, list[float]] = {v: [] for v in runners}
     for r in range(rounds):
         chunk = [batches[(r * steps + i) % len(batches)] for i in range(steps)]
-        order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
+        order = list(runners) if r % 2 == 0 else list(reversed(runners))
         for variant in order:
             tokens, seconds = runners[variant].run(chunk)
             speed[variant].append(tokens / seconds)
-        ratios.append(speed["absolute"][-1] / speed["relative"][-1])  # time relative / absolute
+        for variant in runners:  # time variant / time baseline, on the same batches
+            ratios[variant].append(speed[BASELINE][-1] / speed[variant][-1])
         print(
-            f"  {precision} round {r + 1}: relative {speed['relative'][-1]:,.0f} tok/s, "
-            f"absolute {speed['absolute'][-1]:,.0f} tok/s, time ratio {ratios[-1]:.3f}",
+            f"  {precision} round {r + 1}: "
+            + ", ".join(f"{v} {speed[v][-1]:,.0f} tok/s ({ratios[v][-1]:.3f})" for v in runners),
             flush=True,
         )
-    return {
-        "precision": precision,
-        "relative": statistics.median(speed["relative"]),
-        "absolute": statistics.median(speed["absolute"]),
-        "ratio": statistics.median(ratios),
-        "ratio_range": (min(ratios), max(ratios)),
-        "memory": peak_memory_mb(device),
-        "work": work,
-    }
+    return [
+        {
+            "precision": precision, "variant": v, "speed": statistics.median(speed[v]),
+            "ratio": statistics.median(ratios[v]), "range": (min(ratios[v]), max(ratios[v])),
+            "work": work[v],
+        }
+        for v in runners
+    ]  # fmt: skip
+
+
+def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str) -> float:
+    """Peak memory (MiB) of 3 updates of one variant in a process of its own."""
+    command = [
+        sys.executable, __file__, "--peak-of", variant, precision, "--model", args.model,
+        "--max-tokens", str(args.max_tokens), "--device", args.device,
+        "--threads", str(torch.get_num_threads()),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])["peak"]
 
 
 def main() -> None:
@@ -161,13 +180,26 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=6500)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--variants", nargs="+", default=["relative", BASELINE], choices=VARIANTS)
+    parser.add_argument(
+        "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    if args.peak_of:
+        variant, precision = args.peak_of
+        config = load_config(args.model, args.max_tokens, variant)
+        batches, vocab_size, pad_id = fixed_batches(config, 3)
+        Runner(config, vocab_size, pad_id, precision, device).run(batches)
+        print(json.dumps({"peak": peak_memory_mb(device)}))
+        return
+    variants = list(dict.fromkeys([*args.variants, BASELINE]))  # the baseline always runs
+    configs = {v: load_config(args.model, args.max_tokens, v) for v in variants}
     ceilings = matmul_ceilings()
     print(host_summary(ceilings), flush=True)
-    device = resolve_device(args.device)
-    config = load_config(args.model, args.max_tokens)
+    config = configs[BASELINE]
     batches, vocab_size, pad_id = fixed_batches(config, max(args.rounds * args.steps, 2))
     per_batch = statistics.mean(b.n_src_tokens + b.n_tgt_tokens for b in batches)
     print(
@@ -178,32 +210,29 @@ def main() -> None:
         flush=True,
     )
     rows = [
-        bench_precision(config, batches, vocab_size, pad_id, p, device, args.rounds, args.steps)
+        row
         for p in args.precisions
+        for row in bench_precision(
+            configs, batches, vocab_size, pad_id, p, device, args.rounds, args.steps
+        )
     ]
-    print(f"\n{date.today()} | {platform.machine()} | torch {torch.__version__}\n")
-    work = rows[0]["work"]
-    print(
-        f"training work per src+tgt token: relative {work['relative'] / 1e6:.1f} MFLOP, "
-        f"absolute {work['absolute'] / 1e6:.1f} MFLOP; {host_summary(ceilings)}\n"
-    )
-    print(
-        "| precision | relative tok/s (ceiling share) | absolute tok/s (ceiling share) | "
-        "time ratio rel/abs (range) | peak mem |"
-    )
-    print("|---|---|---|---|---|")
     for row in rows:
-        low, high = row["ratio_range"]
+        row["memory"] = peak_in_fresh_process(args, row["variant"], row["precision"])
+    print(f"\n{date.today()} | {platform.machine()} | torch {torch.__version__}")
+    print(f"{host_summary(ceilings)}\n")
+    print(
+        "| precision | positions | src+tgt tok/s (ceiling share) | MFLOP per token | "
+        f"time ratio to {BASELINE} (range) | peak memory |"
+    )
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        low, high = row["range"]
         ceiling = ceilings.get(row["precision"]) if device.type == "cpu" else None
-        cells = []
-        for variant in VARIANTS:
-            share = ""
-            if ceiling:
-                share = f" ({row[variant] * row['work'][variant] / (ceiling * 1e9):.0%})"
-            cells.append(f"{row[variant]:,.0f}{share}")
+        share = f" ({row['speed'] * row['work'] / (ceiling * 1e9):.0%})" if ceiling else ""
         print(
-            f"| {row['precision']} | {cells[0]} | {cells[1]} | "
-            f"{row['ratio']:.3f} ({low:.3f}-{high:.3f}) | {row['memory']:,.0f} MiB |"
+            f"| {row['precision']} | {row['variant']} | {row['speed']:,.0f}{share} | "
+            f"{row['work'] / 1e6:.1f} | {row['ratio']:.3f} ({low:.3f}-{high:.3f}) | "
+            f"{row['memory']:,.0f} MiB |"
         )
 
 
