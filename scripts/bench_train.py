@@ -160,18 +160,6 @@ def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rou
     ]  # fmt: skip
 
 
-def own_peak_mb(device: torch.device) -> float:
-    """This process's own peak memory. On Linux the resident set's high-water mark of its address
-    space (VmHWM): getrusage's ru_maxrss carries the launching process's peak across fork and
-    exec, so every child of a large benchmark would report the parent's figure."""
-    status = Path("/proc/self/status")
-    if device.type == "cpu" and status.is_file():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    return peak_memory_mb(device)
-
-
 def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str) -> float:
     """Peak memory (MiB) of 3 updates of one variant in a process of its own."""
     command = [
@@ -205,7 +193,7 @@ def main() -> None:
         config = load_config(args.model, args.max_tokens, variant)
         batches, vocab_size, pad_id = fixed_batches(config, 3)
         Runner(config, vocab_size, pad_id, precision, device).run(batches)
-        print(json.dumps({"peak": own_peak_mb(device)}))
+        print(json.dumps({"peak": peak_memory_mb(device)}))
         return
     variants = list(dict.fromkeys([*args.variants, BASELINE]))  # the baseline always runs
     configs = {v: load_config(args.model, args.max_tokens, v) for v in variants}

@@ -32,10 +32,19 @@ def perplexity(nll_per_token: float) -> float:
 
 
 def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory: CUDA's max_memory_allocated, or the CPU resident set's high-water mark."""
+    """Peak memory: CUDA's max_memory_allocated, or the CPU resident set's high-water mark.
+
+    On Linux the mark is this process's own (VmHWM of its address space): getrusage's ru_maxrss
+    carries the launching process's peak across fork and exec, so a run started by a large process
+    (a benchmark, a launcher) would report its parent's figure. Elsewhere, ru_maxrss."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux and BSD report KiB
 
 
 def drop_metrics_after(path: Path, step: int) -> None:
