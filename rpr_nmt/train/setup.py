@@ -125,11 +125,12 @@ def resumed_precision(
     """
     if requested != "auto" or trained_in in (resolved, "auto"):
         return resolved
-    if trained_in == "bf16" and not bf16_support(device).native:
+    support = bf16_support(device)
+    if trained_in == "bf16" and not support.native:
         log.warning(
             "train.precision=auto: this run trained in bf16 and continues in bf16, but this host "
             "computes bf16 slowly (%s); pass train.precision=fp32 to continue in fp32",
-            bf16_support(device).reason,
+            support.reason,
         )
     else:
         log.info("train.precision=auto: %s, the precision this run trained in", trained_in)
