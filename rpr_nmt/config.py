@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from rpr_nmt.buckets import DEFAULT_BOUNDS
+
 # OmegaConf reads this string as "a value the user must give" (omegaconf.MISSING).
 MISSING = "???"
 
@@ -168,7 +170,7 @@ class ScoreJobConfig:
     reference: str | None = None  # its reference translations, line-aligned with source=
     pairs: str | None = None  # a file of `source ||| reference` lines instead; "-" = stdin
     by_length: bool = False  # also tabulate perplexity by source-length bucket and target position
-    bounds: list[int] = field(default_factory=lambda: [1, 11, 16, 21, 26, 31])  # bucket starts
+    bounds: list[int] = field(default_factory=lambda: list(DEFAULT_BOUNDS))  # bucket starts
     decode: DecodeConfig = field(default_factory=DecodeConfig)  # batching and precision only
 
 

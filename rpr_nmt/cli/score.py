@@ -25,6 +25,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from rpr_nmt.buckets import bucket_labels
 from rpr_nmt.cli.common import (
     UsageError,
     checked_decode_config,
@@ -114,12 +115,6 @@ def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[
     sources, refs = read_parallel_text(data_cfg, split)
     check_references(refs, f"{data_cfg.name} split '{split}'")
     return split, sources, refs
-
-
-def bucket_labels(bounds: Sequence[int]) -> list[str]:
-    """'1-10', '11-15', ..., '31+' for bounds (1, 11, 16, ..., 31)."""
-    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:])]
-    return labels + [f"{bounds[-1]}+"]
 
 
 def checked_bounds(bounds: Sequence[int]) -> list[int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.buckets import bucket_of
 from rpr_nmt.decode.forced import SentenceScore
 
 
@@ -42,22 +43,13 @@ def corpus_perplexity(scores: Sequence[SentenceScore]) -> Perplexity:
     return pooled(sum(s.total for s in scores), tokens, len(scores))
 
 
-def bucket_index(value: int, bounds: Sequence[int]) -> int:
-    """The bucket of `value`: the last bound it reaches (values under the first go to the first)."""
-    index = 0
-    for i, lower in enumerate(bounds):
-        if value >= lower:
-            index = i
-    return index
-
-
 def by_source_length(scores: Sequence[SentenceScore], bounds: Sequence[int]) -> list[Perplexity]:
     """Perplexity of each source-length bucket (source BPE tokens, EOS included)."""
     sums = [0.0] * len(bounds)
     tokens = [0] * len(bounds)
     sentences = [0] * len(bounds)
     for s in scores:
-        b = bucket_index(s.src_len, bounds)
+        b = bucket_of(s.src_len, bounds)
         sums[b] += s.total
         tokens[b] += len(s.logprobs)
         sentences[b] += 1
@@ -73,7 +65,7 @@ def by_target_position(scores: Sequence[SentenceScore], bounds: Sequence[int]) -
     for s in scores:
         seen = set()
         for position, logprob in enumerate(s.logprobs, start=1):
-            b = bucket_index(position, bounds)
+            b = bucket_of(position, bounds)
             sums[b] += logprob
             tokens[b] += 1
             seen.add(b)

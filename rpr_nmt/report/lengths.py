@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
 from rpr_nmt.report.claims import (
     claims_section,
     is_reference,
@@ -37,7 +38,6 @@ from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
-DEFAULT_BOUNDS = (1, 11, 16, 21, 26, 31)
 LENGTH_CLAIMS_FILE = "length_claims.json"  # length_report.md's verdict as data, beside it
 LENGTH_OPTIONS_FILE = "length_options.json"  # its buckets and splits, reused when not given
 
@@ -49,21 +49,6 @@ class BucketScores:
     labels: list[str]
     sentences: list[int]
     bleu: list[float | None]  # None where a bucket is empty
-
-
-def bucket_labels(bounds: Sequence[int]) -> list[str]:
-    """'1-10', '11-15', ..., '31+' for bounds (1, 11, 16, ..., 31)."""
-    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:])]
-    return labels + [f"{bounds[-1]}+"]
-
-
-def bucket_of(length: int, bounds: Sequence[int]) -> int:
-    """Index of the bucket holding `length` (lengths under the first bound go to the first)."""
-    index = 0
-    for i, lower in enumerate(bounds):
-        if length >= lower:
-            index = i
-    return index
 
 
 def score_by_length(
