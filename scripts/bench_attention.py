@@ -7,7 +7,15 @@ heads, about 4096 tokens per batch: B = max(1, 4096 // n)):
     aK+aV         a^K and a^V: gather, and bucket-sum alpha then multiply by w^V
     materialised  the paper's section 3.3 method: (n, n, Dh) tensors of gathered table rows
                   (defined only here, as the baseline)
-Part 2, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
+Part 2, every position method's self-attention over the same n (encoder: bidirectional, no
+padding), each as the model runs it, the method's own term built inside the step:
+    plain         the sinusoid, learned table and none: position never enters attention (SDPA)
+    rope          queries and keys rotated (positions/rope.py), then SDPA
+    alibi         a fixed bias (H, n, n) as SDPA's float mask
+    t5            a learned bias (H, n, n) on relative_attention's own path (the model's choice)
+    t5 via SDPA   the same bias as SDPA's float mask with gradients (the alternative measured)
+    shaw          k = 16, a^K + a^V, per-head tables (part 1's aK+aV with the model's tables)
+Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
 with and without relative terms (k = 16, a^K + a^V, per-head tables), timed interleaved A/B;
 the figure is the median of per-round time ratios (the host is shared and drifts).
 
@@ -18,6 +26,7 @@ every byte the forward + backward touched, including allocator overhead (glibc, 
 
 Usage:
     python scripts/bench_attention.py [--device cpu|cuda] [--dtype float32|bfloat16] [--quick]
+        [--skip-core] [--skip-positions] [--skip-layer]
 """
 
 from __future__ import annotations
@@ -36,11 +45,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
+from rpr_nmt.model.attention_kernels import fused_attention  # noqa: E402
 from rpr_nmt.model.layers import EncoderLayer  # noqa: E402
 from rpr_nmt.model.multihead import RelativePositions  # noqa: E402
+from rpr_nmt.model.positions.alibi import ALiBi  # noqa: E402
+from rpr_nmt.model.positions.rope import Rotary  # noqa: E402
+from rpr_nmt.model.positions.t5 import T5Bias  # noqa: E402
 from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
+POSITION_METHODS = ["plain", "rope", "alibi", "t5", "t5 via SDPA", "shaw"]
 H, DH, K, TOKENS = 8, 64, 16, 4096
 
 
@@ -82,6 +96,50 @@ def core_step(method, leaves, grad):
         t.grad = None
 
 
+class PositionStep:
+    """One forward + backward of self-attention with a position method's own term (part 2).
+
+    The method's module (and its learned parameters: T5's biases, Shaw's tables) is made once; its
+    term (rotation, bias) is built inside every step, as a stack builds it once per forward.
+    """
+
+    def __init__(self, method: str, device: torch.device, dtype: torch.dtype) -> None:
+        self.method, self.device = method, device
+        self.rotary = Rotary(d_head=DH, rope_dims=None, base=10000.0, layout="interleaved")
+        self.alibi = ALiBi(H)
+        self.t5 = T5Bias(n_heads=H, num_buckets=32, max_distance=128, bidirectional=True)
+        gen = torch.Generator().manual_seed(0)
+        tables = [torch.randn(H, 2 * K + 1, DH, generator=gen) * 0.1 for _ in range(2)]
+        self.tables = [t.to(device, dtype).requires_grad_() for t in tables]
+        self.t5.to(device, dtype)
+
+    def __call__(self, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
+        q, k, v = leaves[:3]
+        n, m = q.size(-2), self.method
+        if m == "plain":
+            out = relative_attention(q, k, v)
+        elif m == "rope":
+            rotation = self.rotary.rotation(n, 0, self.device)
+            out = relative_attention(rotation(q), rotation(k), v)
+        elif m == "alibi":
+            out = relative_attention(q, k, v, bias=self.alibi.bias(n, n, 0, self.device))
+        elif m == "t5":
+            out = relative_attention(q, k, v, bias=self.t5.bias(n, n, 0, self.device))
+        elif m == "t5 via SDPA":
+            bias = self.t5.bias(n, n, 0, self.device).to(q.dtype)  # (H, n, n), requires grad
+            out = fused_attention(
+                q, k, v, causal=False, key_padding_mask=None, q_offset=0, dropout_p=0.0, bias=bias
+            )
+        elif m == "shaw":
+            wk, wv = self.tables
+            out = relative_attention(q, k, v, rel_keys=wk, rel_values=wv, max_relative_position=K)
+        else:
+            raise ValueError(f"unknown position method {m!r}; one of {POSITION_METHODS}")
+        out.backward(grad)
+        for t in [*leaves, *self.tables, *self.t5.parameters()]:
+            t.grad = None
+
+
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -106,18 +164,23 @@ def _proc_kib(field):
 def measure_peak_here(method, n, device, dtype):
     """Peak extra bytes of one forward + backward, measured in this process."""
     warm_leaves, warm_grad = core_inputs(8, device, dtype)
-    core_step(method, warm_leaves, warm_grad)  # one-time library set-up is not the method's memory
+    step = (
+        (lambda x, g: core_step(method, x, g))
+        if method in METHODS
+        else PositionStep(method, device, dtype)
+    )
+    step(warm_leaves, warm_grad)  # one-time library set-up is not the method's memory
     leaves, grad = core_inputs(n, device, dtype)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
-        core_step(method, leaves, grad)
+        step(leaves, grad)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
     before = _proc_kib("VmRSS")
-    core_step(method, leaves, grad)
+    step(leaves, grad)
     return (_proc_kib("VmHWM") - before) * 1024
 
 
@@ -152,6 +215,36 @@ def bench_core(args, device, dtype):
         peaks = {m: measure_peak(m, n, args) for m in methods}
         base_t, base_p = statistics.median(times["none"]), peaks["none"]
         for m in methods:
+            t = statistics.median(times[m])
+            row = [n, max(1, TOKENS // n), m, f"{t * 1e3:.2f}", f"{t / base_t:.2f}"]
+            row += [f"{peaks[m] / 2**20:.0f}", f"{(peaks[m] - base_p) / 2**20:+.0f}"]
+            print("| " + " | ".join(map(str, row)) + " |", flush=True)
+
+
+def bench_positions(args, device, dtype):
+    sizes = [2**p for p in range(5, 12) if 2**p <= args.max_n]
+    print(
+        f"\n## Every position method's self-attention, forward + backward (H {H}, Dh {DH}, "
+        f"~{TOKENS} tokens/batch, bidirectional, the method's term built in each step)"
+    )
+    print("| n | B | method | time ms | x plain | peak MiB | extra peak over plain MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        leaves, grad = core_inputs(n, device, dtype)
+        steps = {m: PositionStep(m, device, dtype) for m in POSITION_METHODS}
+        times = {m: [] for m in POSITION_METHODS}
+        for m in POSITION_METHODS:  # warm-up
+            steps[m](leaves, grad)
+        repeats = max(1, 256 // n) if not args.quick else 1
+        for r in range(args.rounds):
+            order = POSITION_METHODS if r % 2 == 0 else POSITION_METHODS[::-1]
+            for m in order:
+                step = lambda s=steps[m], x=leaves, g=grad: s(x, g)  # noqa: E731
+                times[m].append(timed(step, device, repeats))
+        leaves = grad = steps = None  # free them before the memory runs
+        peaks = {m: measure_peak(m, n, args) for m in POSITION_METHODS}
+        base_t, base_p = statistics.median(times["plain"]), peaks["plain"]
+        for m in POSITION_METHODS:
             t = statistics.median(times[m])
             row = [n, max(1, TOKENS // n), m, f"{t * 1e3:.2f}", f"{t / base_t:.2f}"]
             row += [f"{peaks[m] / 2**20:.0f}", f"{(peaks[m] - base_p) / 2**20:+.0f}"]
@@ -207,6 +300,7 @@ def main():
     parser.add_argument("--max-n", type=int, default=2048)
     parser.add_argument("--max-materialised-n", type=int, default=2048)
     parser.add_argument("--skip-core", action="store_true")
+    parser.add_argument("--skip-positions", action="store_true")
     parser.add_argument("--skip-layer", action="store_true")
     parser.add_argument("--peak-of", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -222,6 +316,8 @@ def main():
     print(host_summary(matmul_ceilings()), flush=True)
     if not args.skip_core:
         bench_core(args, device, dtype)
+    if not args.skip_positions:
+        bench_positions(args, device, dtype)
     if not args.skip_layer:
         bench_layer(args, device, dtype)
 
