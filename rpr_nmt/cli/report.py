@@ -2,7 +2,7 @@
 
     rpr-nmt-report runs/sweeps/ablate_k_multi30k_en_de            # report.md, plots
     rpr-nmt-report results/ablate_k_multi30k_en_de --by-length    # from committed results
-    rpr-nmt-report SWEEP --baseline 'model.max_relative_position=4' --significance ar
+    rpr-nmt-report SWEEP --baseline 'Shaw k = 4' --significance ar
     rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de  # -> results/ablate_k_.../
     rpr-nmt-report --claims results   # every sweep's verdicts, claim by claim: results/claims.md
 
@@ -55,8 +55,9 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline",
         default=None,
         metavar="SETTING",
-        help="the setting (a row's name in the table) every row is tested against; default: "
-        "k = 16 with a^K + a^V and no sinusoid when the sweep has it, else the first row",
+        help="the setting every row is tested against: a row's name in the table ('sinusoid', "
+        "'Shaw k = 4') or its config keys; default: Shaw k = 16 (a^K + a^V, no sinusoid) when "
+        "the sweep has it, else the first row. Each claim is judged against its own baseline",
     )
     parser.add_argument(
         "--significance",

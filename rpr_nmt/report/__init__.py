@@ -3,8 +3,10 @@
     runs.py          a run folder (or its collected copy) as the reports read it
     stats.py         mean, standard deviation and 95% t-interval over seeds
     significance.py  sacrebleu's paired tests of each setting against a baseline, seed by seed
+    labels.py        settings named as a reader names them: sinusoid, Shaw k = 16, RoPE, none
     sweep.py         the runs grouped by setting: report.md (tables, statistics, tests, claims)
-    claims.py        the paper's claims judged from the tests: holds / does not hold / cannot tell
+    claims.py        claims on position methods, each against the baseline it names, judged from
+                     the tests: holds / does not hold / cannot tell
     plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd
     lengths.py       each setting's test BLEU by source length: length_report.md, bleu_by_length.png
     summary.py       every sweep's verdicts, claim by claim: results/claims.md

@@ -1,8 +1,12 @@
-"""The paper's claims judged from a sweep: holds / does not hold / cannot tell at this budget.
+"""Claims on position methods judged from a sweep: holds / does not hold / cannot tell.
 
-Every claim compares settings with the paper's reference model (k = 16, a^K + a^V, no sinusoid)
-through sacrebleu's paired test on test BLEU, one test per seed pair (rpr_nmt.report.significance).
-A setting reads against the reference as
+Each claim names its source, the setting it is judged against (its baseline) and the settings it
+judges (Claim, CLAIMS): Shaw et al.'s own claims ("the paper") against their model (k = 16,
+a^K + a^V, no sinusoid), later papers' claims against the sinusoid or the learned table. Each judged
+setting is compared with the baseline through sacrebleu's paired test on test BLEU, one test per
+seed pair, same seed against same seed (rpr_nmt.report.significance); the claims on unseen lengths
+(Claim.past_cap) on the test sentences longer than any training source (rpr_nmt.report.lengths).
+A setting reads against the baseline as
 
     worse, better   every seed pair significant at 0.05, every difference of the same sign;
     same            no seed pair significant;
@@ -10,10 +14,11 @@ A setting reads against the reference as
     partly better   the same, better;
     mixed           significant pairs in both directions, or no test.
 
-A claim of a difference ("k = 0 collapses") holds when every seed pair finds it; a claim of no
-difference ("k >= 2 is flat") holds when no seed pair finds one, and cannot be told when the seeds
-disagree; a one-sided claim ("a^K alone is enough": no loss) holds when no seed pair finds the
-difference it excludes. A verdict on one seed rests on one training run: the evidence names the
+A claim of a difference ("k = 0 collapses", "carries over better") holds when every seed pair finds
+it; a claim of no difference ("k >= 2 is flat") holds when no seed pair finds one, and cannot be
+told when the seeds disagree; a one-sided claim ("a^K alone is enough": no loss) holds when no seed
+pair finds the difference it excludes. A claim whose baseline or judged settings a sweep lacks is
+not judged for that sweep. A verdict on one seed rests on one training run: the evidence names the
 seeds.
 """
 
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpr_nmt.config import position_methods
+from rpr_nmt.report.labels import relative_k
 from rpr_nmt.report.significance import ALPHA, Comparison
 from rpr_nmt.report.stats import format_stats
 
@@ -34,32 +40,15 @@ if TYPE_CHECKING:  # sweep.py imports this module
     from rpr_nmt.report.sweep import Row
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "cannot tell at this budget"
-METRIC = "BLEU"  # the paper's metric: the verdicts rest on it
+METRIC = "BLEU"  # the papers' metric: the verdicts rest on it
 SUMMARY_KEY = "test_bleu"
 
-
-def relative_k(model: dict[str, Any]) -> int:
-    """The clipping distance of a model's relative terms; 0 when it has none (k = 0 or no term)."""
-    k = int(model.get("max_relative_position") or 0)
-    has_term = model.get("relative_keys", False) or model.get("relative_values", False)
-    return k if has_term else 0
+Model = dict[str, Any]
+Predicate = Callable[[Model], bool]  # which settings (model sections) a claim names
+Rule = Callable[[list[str], list[float]], str]  # outcomes, mean BLEU differences -> verdict
 
 
-def positions(model: dict[str, Any]) -> str:
-    """A model's positions in the paper's terms: 'k=16 a^K+a^V', 'sinusoid', 'rope, learned',
-    'none' (no absolute and no relative method: rpr_nmt.config.position_methods)."""
-    absolute, relative = position_methods(model)
-    k = relative_k(model)
-    terms = [t for t, on in (("a^K", "relative_keys"), ("a^V", "relative_values")) if model.get(on)]
-    parts = [f"k={k} " + "+".join(terms)] if k else []
-    if relative not in ("shaw", "none"):
-        parts.append(relative)
-    if absolute != "none":
-        parts.append(absolute)
-    return ", ".join(parts) or "none"
-
-
-def is_reference(model: dict[str, Any]) -> bool:
+def is_reference(model: Model) -> bool:
     """The paper's base model: k = 16, a^K and a^V, no sinusoid."""
     return (
         relative_k(model) == 16
@@ -71,7 +60,7 @@ def is_reference(model: dict[str, Any]) -> bool:
 
 def outcome(comparison: Comparison | None) -> str:
     """'worse', 'better', 'same', 'partly worse', 'partly better' or 'mixed': a setting against
-    the reference (module docstring)."""
+    its baseline (module docstring)."""
     if comparison is None or not comparison.p_values.get(METRIC):
         return "mixed"
     pairs = zip(comparison.p_values[METRIC], comparison.deltas[METRIC])
@@ -88,7 +77,7 @@ def outcome(comparison: Comparison | None) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim of the paper and what the sweep says of it."""
+    """One claim and what the sweep says of it."""
 
     claim: str
     verdict: str  # HOLDS, FAILS or UNSURE
@@ -118,39 +107,7 @@ def load_verdicts(path: Path) -> list[Verdict]:
         ) from None
 
 
-def evidence(row: Row, reference: Row, comparison: Comparison | None) -> str:
-    """'k=0: 30.1 ± 0.4 [29.1, 31.1] (3 seeds), Δ -8.2, p 0.001 (max 0.001) *'."""
-    n = len(row.runs)
-    seeds = f"{n} seed" if n == 1 else f"{n} seeds"
-    text = f"{positions(row.model)}: {format_stats(row.stats(SUMMARY_KEY))} ({seeds}"
-    if comparison is None or not comparison.p_values.get(METRIC):
-        note = comparison.note if comparison is not None else ""
-        return text + f"), not tested{': ' + note if note else ''}"
-    delta = statistics.fmean(comparison.deltas[METRIC])
-    tested = len(comparison.seeds)
-    return text + f"; {tested} paired), Δ {delta:+.1f}, {comparison.cell(METRIC)}"
-
-
-def _judge(
-    claim: str,
-    rows: Sequence[Row],
-    reference: Row,
-    compared: dict[str, Comparison],
-    verdict_of: Callable[[list[str], list[float]], str],
-) -> Verdict | None:
-    """A Verdict from the outcomes (and mean BLEU differences) of `rows` against the reference."""
-    if not rows:
-        return None
-    outcomes = [outcome(compared.get(row.setting)) for row in rows]
-    deltas = [
-        statistics.fmean(compared[row.setting].deltas[METRIC])
-        if row.setting in compared and compared[row.setting].deltas.get(METRIC)
-        else 0.0
-        for row in rows
-    ]
-    base = f"against {positions(reference.model)} {format_stats(reference.stats(SUMMARY_KEY))}"
-    parts = [evidence(row, reference, compared.get(row.setting)) for row in rows]
-    return Verdict(claim, verdict_of(outcomes, deltas), f"{base}: " + "; ".join(parts))
+# Verdict rules: the outcomes of the judged settings against the baseline -> HOLDS, FAILS, UNSURE.
 
 
 def _a_loss(outcomes: list[str], deltas: list[float]) -> str:
@@ -159,6 +116,16 @@ def _a_loss(outcomes: list[str], deltas: list[float]) -> str:
     if all(o == "worse" for o in outcomes):
         return HOLDS
     if any(o in ("same", "better", "partly better") for o in outcomes):
+        return FAILS
+    return UNSURE
+
+
+def _a_gain(outcomes: list[str], deltas: list[float]) -> str:
+    """A claimed gain: holds when every row is better; fails when one is the same or (partly)
+    worse (the mirror of _a_loss)."""
+    if all(o == "better" for o in outcomes):
+        return HOLDS
+    if any(o in ("same", "worse", "partly worse") for o in outcomes):
         return FAILS
     return UNSURE
 
@@ -195,7 +162,7 @@ def _no_loss(outcomes: list[str], deltas: list[float]) -> str:
 
 
 def _no_gain(outcomes: list[str], deltas: list[float]) -> str:
-    """A claimed 'no better than the reference': holds when no row is better in any seed pair;
+    """A claimed 'no better than the baseline': holds when no row is better in any seed pair;
     fails when one is better in every pair."""
     if all(o in ("same", "worse", "partly worse") for o in outcomes):
         return HOLDS
@@ -204,7 +171,7 @@ def _no_gain(outcomes: list[str], deltas: list[float]) -> str:
     return UNSURE
 
 
-Model = dict[str, Any]
+# Which settings a claim names, by their model section.
 
 
 def _relative_only(model: Model) -> bool:  # Shaw's terms and no absolute method
@@ -228,92 +195,223 @@ def _values_only(model: Model) -> bool:
     return _relative_only(model) and not model.get("relative_keys")
 
 
-def _absolute(model: Model) -> bool:  # the sinusoid alone
+def is_sinusoid(model: Model) -> bool:
+    """The sinusoid alone: the absolute baseline of most claims, and of the length report."""
     return position_methods(model) == ("sinusoid", "none")
+
+
+def _learned(model: Model) -> bool:  # the learned table alone
+    return position_methods(model) == ("learned", "none")
 
 
 def _relative_and_sinusoid(model: Model) -> bool:  # the paper's "both"
     return position_methods(model) == ("sinusoid", "shaw") and bool(relative_k(model))
 
 
-# The paper's claims: (claim, which settings bear on it, how their outcomes decide it).
-CLAIMS: tuple[tuple[str, Callable[[Model], bool], Callable[[list[str], list[float]], str]], ...] = (
-    ("without any position information the model collapses (paper: 12.5 against 25.8)",
-     _no_positions, _a_loss),
-    ("k >= 2 is flat: no k from 2 on differs from k = 16 (paper: 25.8 to 25.9)",
-     _flat_k, _no_difference),
-    ("a^K alone is enough (paper: 25.8, as with both terms)", _keys_only, _no_loss),
-    ("a^V alone is a little weaker (paper: -0.5)", _values_only, _a_small_loss),
-    ("relative positions match or beat absolute ones (paper: +0.3 En-De, +0.5 En-Fr)",
-     _absolute, _no_gain),
-    ("adding the sinusoid to relative positions gains nothing", _relative_and_sinusoid, _no_gain),
-)  # fmt: skip
+def _rope(model: Model) -> bool:  # RoPE alone, no absolute method
+    return position_methods(model) == ("none", "rope")
 
 
-def judge_claims(
-    rows: Sequence[Row], reference: Row, compared: dict[str, Comparison]
-) -> list[Verdict]:
-    """The paper's claims that the sweep's settings bear on, each with its verdict.
+def _alibi(model: Model) -> bool:  # ALiBi alone
+    return position_methods(model) == ("none", "alibi")
 
-    Args:
-        rows: the sweep's settings (rpr_nmt.report.sweep.group_runs).
-        reference: the paper's reference model's row; no claim is judged without it.
-        compared: each other row's paired test against `reference`, by setting.
+
+def _t5(model: Model) -> bool:  # T5's buckets alone
+    return position_methods(model) == ("none", "t5")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim, the comparison it rests on, and how that comparison decides it.
+
+    Attributes:
+        text: the claim as the reports print it, with its source.
+        baseline: the setting it is judged against (a sweep's first row it accepts).
+        judged: the settings it judges, each against the baseline (the baseline's row aside).
+        rule: the judged settings' outcomes and mean BLEU differences -> HOLDS, FAILS or UNSURE.
+        past_cap: judged on the test sentences longer than the training cap (length_report.md),
+            not on the whole test set (report.md).
     """
-    if not is_reference(reference.model):
-        return []
-    others = [row for row in rows if row is not reference]
-    verdicts = [
-        _judge(claim, [r for r in others if bears(r.model)], reference, compared, rule)
-        for claim, bears, rule in CLAIMS
-    ]
-    return [v for v in verdicts if v is not None]
+
+    text: str
+    baseline: Predicate
+    judged: Predicate
+    rule: Rule
+    past_cap: bool = False
 
 
-def claims_section(verdicts: Sequence[Verdict], test: str) -> str:
-    """The '## The paper's claims' section of report.md; empty when no claim applies."""
-    if not verdicts:
-        return ""
-    lead = (
-        f"Each setting against the reference by {test} on test {METRIC}, seed pair by seed pair: "
-        f"worse or better = every pair significant at {ALPHA} in one direction, the same = no "
-        "pair significant, partly worse or better = some pairs significant in one direction and "
-        "none in the other (rpr_nmt/report/claims.py).\n\n"
-    )
-    return "\n## The paper's claims\n\n" + lead + "\n".join(v.line() for v in verdicts) + "\n"
-
+CARRY_OVER_SOURCE = "Rosendahl et al. 2019: +4.4 to 11.9% BLEU; Neishi & Yoshinaga 2019"
+# The relative methods whose carry-over to unseen lengths is judged, and the absolute baselines.
+RELATIVE_METHODS = (
+    ("Shaw k = 16", is_reference),
+    ("RoPE", _rope),
+    ("ALiBi", _alibi),
+    ("T5 buckets", _t5),
+)
+ABSOLUTE_METHODS = (("the sinusoid", is_sinusoid), ("the learned table", _learned))
 
 UNSEEN_CLAIM = (
     "relative positions carry over to sources longer than any seen in training, at least as well "
     "as absolute ones (the paper's case for clipping)"
 )
 
+# The claims in report order: Shaw et al.'s ("the paper"), then later papers' on other methods,
+# then those on unseen lengths.
+CLAIMS: tuple[Claim, ...] = (
+    Claim("without any position information the model collapses (paper: 12.5 against 25.8)",
+          is_reference, _no_positions, _a_loss),
+    Claim("k >= 2 is flat: no k from 2 on differs from k = 16 (paper: 25.8 to 25.9)",
+          is_reference, _flat_k, _no_difference),
+    Claim("a^K alone is enough (paper: 25.8, as with both terms)", is_reference, _keys_only,
+          _no_loss),
+    Claim("a^V alone is a little weaker (paper: -0.5)", is_reference, _values_only,
+          _a_small_loss),
+    Claim("relative positions match or beat absolute ones (paper: +0.3 En-De, +0.5 En-Fr)",
+          is_reference, is_sinusoid, _no_gain),
+    Claim("adding the sinusoid to relative positions gains nothing", is_reference,
+          _relative_and_sinusoid, _no_gain),
+    Claim("RoPE matches or beats the sinusoid (Su et al., RoFormer, Table 1: 27.5 against 27.3 "
+          "on WMT14 En-De)", is_sinusoid, _rope, _no_loss),
+    Claim("without any position information an encoder-decoder is not viable: it falls below the "
+          "sinusoid (Gumma et al. 2024)", is_sinusoid, _no_positions, _a_loss),
+    Claim(UNSEEN_CLAIM, is_reference, is_sinusoid, _no_gain, past_cap=True),
+    *(
+        Claim(f"relative methods carry over to sources longer than any seen in training better "
+              f"than absolute ones: {name} against {against} ({CARRY_OVER_SOURCE})", baseline,
+              judged, _a_gain, past_cap=True)
+        for name, judged in RELATIVE_METHODS
+        for against, baseline in ABSOLUTE_METHODS
+    ),
+    Claim("ALiBi extrapolates to sources longer than any seen in training at least as well as the "
+          "sinusoid (Press et al. 2022)", is_sinusoid, _alibi, _no_loss, past_cap=True),
+)  # fmt: skip
+FULL_TEST_CLAIMS = tuple(claim for claim in CLAIMS if not claim.past_cap)  # report.md's
+PAST_CAP_CLAIMS = tuple(claim for claim in CLAIMS if claim.past_cap)  # length_report.md's
+ALL_CLAIMS = tuple(claim.text for claim in CLAIMS)  # the order of results/claims.md
 
-def unseen_length_verdict(
-    rows: Sequence[Row], reference: Row, compared: dict[str, Comparison], cap: int, n: int
-) -> Verdict | None:
-    """The claim on unseen lengths, from the paired tests of the absolute-position rows against
-    the reference on the `n` test sentences whose source is longer than `cap` BPE tokens."""
-    absolute = [r for r in rows if _absolute(r.model)]
-    if not absolute or not is_reference(reference.model):
-        return None
-    parts = []
-    for row in absolute:
-        comparison = compared.get(row.setting)
-        if comparison is None or not comparison.scores.get(METRIC):
-            parts.append(f"{positions(row.model)}: not tested")
+
+def baseline_row(claim: Claim, rows: Sequence[Row]) -> Row | None:
+    """The sweep's row that `claim` is judged against: the first it accepts; None without one."""
+    return next((row for row in rows if claim.baseline(row.model)), None)
+
+
+def judged_rows(claim: Claim, rows: Sequence[Row]) -> list[Row]:
+    """The rows `claim` judges (its baseline's row aside), in table order; [] when the sweep
+    lacks its baseline."""
+    base = baseline_row(claim, rows)
+    if base is None:
+        return []
+    return [row for row in rows if row is not base and claim.judged(row.model)]
+
+
+def comparisons_needed(claims: Sequence[Claim], rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The paired tests the claims rest on: by baseline setting, the baseline's row first, then
+    every row some claim judges against it. Claims that the sweep cannot judge ask for none."""
+    needed: dict[str, list[Row]] = {}
+    for claim in claims:
+        judged = judged_rows(claim, rows)
+        if not judged:
             continue
-        scores, deltas = comparison.scores[METRIC], comparison.deltas[METRIC]
-        base = [s - d for s, d in zip(scores, deltas)]
-        pairs = f"{len(scores)} seed pair" + ("s" if len(scores) != 1 else "")
-        parts.append(
-            f"{positions(row.model)} {statistics.fmean(scores):.1f} against "
-            f"{positions(reference.model)} {statistics.fmean(base):.1f} ({pairs}), Δ "
-            f"{statistics.fmean(deltas):+.1f}, {comparison.cell(METRIC)}"
-        )
-    verdict = _no_gain([outcome(compared.get(r.setting)) for r in absolute], [])
-    scope = f"BLEU on the {n} test sentences longer than {cap} BPE tokens"
-    return Verdict(UNSEEN_CLAIM, verdict, f"{scope}: " + "; ".join(parts))
+        base = baseline_row(claim, rows)
+        assert base is not None  # judged_rows found it
+        group = needed.setdefault(base.setting, [base])
+        group += [row for row in judged if row not in group]
+    return needed
 
 
-ALL_CLAIMS = tuple(claim for claim, _, _ in CLAIMS) + (UNSEEN_CLAIM,)  # in the paper's order
+def evidence(row: Row, comparison: Comparison | None) -> str:
+    """'none: 30.1 ± 0.4 [29.1, 31.1] (3 seeds; 3 paired), Δ -8.2, p 0.001 (max 0.001) *'."""
+    n = len(row.runs)
+    seeds = f"{n} seed" if n == 1 else f"{n} seeds"
+    text = f"{row.label}: {format_stats(row.stats(SUMMARY_KEY))} ({seeds}"
+    if comparison is None or not comparison.p_values.get(METRIC):
+        note = comparison.note if comparison is not None else ""
+        return text + f"), not tested{': ' + note if note else ''}"
+    delta = statistics.fmean(comparison.deltas[METRIC])
+    tested = len(comparison.seeds)
+    return text + f"; {tested} paired), Δ {delta:+.1f}, {comparison.cell(METRIC)}"
+
+
+def past_cap_evidence(row: Row, base: Row, comparison: Comparison | None) -> str:
+    """'RoPE at 24.1 against the sinusoid at 22.6 (3 seed pairs), Δ +1.5, p 0.001 (max 0.004) *':
+    the mean BLEU of both on the sentences tested (Comparison.scores), which no summary holds."""
+    if comparison is None or not comparison.scores.get(METRIC):
+        return f"{row.label}: not tested"
+    scores, deltas = comparison.scores[METRIC], comparison.deltas[METRIC]
+    base_scores = [s - d for s, d in zip(scores, deltas)]
+    pairs = f"{len(scores)} seed pair" + ("s" if len(scores) != 1 else "")
+    return (
+        f"{row.label} at {statistics.fmean(scores):.1f} against {base.label} at "
+        f"{statistics.fmean(base_scores):.1f} ({pairs}), Δ {statistics.fmean(deltas):+.1f}, "
+        f"{comparison.cell(METRIC)}"
+    )
+
+
+def judge_claim(
+    claim: Claim, rows: Sequence[Row], compared: dict[str, Comparison], scope: str = ""
+) -> Verdict | None:
+    """`claim`'s verdict from the paired tests of its judged rows against its baseline's row;
+    None when the sweep lacks either.
+
+    Args:
+        claim: what is judged, against what.
+        rows: the sweep's settings (rpr_nmt.report.sweep.group_runs).
+        compared: each judged row's paired test against the claim's baseline, by setting.
+        scope: what the tests scored when not the whole test set ("BLEU on the 312 test sentences
+            longer than 15 BPE tokens"); the evidence then gives both sides' BLEU on it.
+    """
+    base, judged = baseline_row(claim, rows), judged_rows(claim, rows)
+    if base is None or not judged:
+        return None
+    outcomes = [outcome(compared.get(row.setting)) for row in judged]
+    deltas = [
+        statistics.fmean(compared[row.setting].deltas[METRIC])
+        if row.setting in compared and compared[row.setting].deltas.get(METRIC)
+        else 0.0
+        for row in judged
+    ]
+    if scope:
+        parts = [past_cap_evidence(row, base, compared.get(row.setting)) for row in judged]
+        lead = scope
+    else:
+        parts = [evidence(row, compared.get(row.setting)) for row in judged]
+        lead = f"against {base.label} ({format_stats(base.stats(SUMMARY_KEY))})"
+    return Verdict(claim.text, claim.rule(outcomes, deltas), f"{lead}: " + "; ".join(parts))
+
+
+def judge_claims(
+    claims: Sequence[Claim],
+    rows: Sequence[Row],
+    compared: dict[str, dict[str, Comparison]],
+    scope: str = "",
+) -> list[Verdict]:
+    """The verdicts of the `claims` that the sweep's settings bear on, in the claims' order.
+
+    Args:
+        claims: FULL_TEST_CLAIMS for report.md, PAST_CAP_CLAIMS for length_report.md.
+        rows: the sweep's settings.
+        compared: by baseline setting, the paired tests against it by setting (at least those
+            comparisons_needed names).
+        scope: as judge_claim.
+    """
+    verdicts = []
+    for claim in claims:
+        base = baseline_row(claim, rows)
+        against = compared.get(base.setting, {}) if base is not None else {}
+        verdicts.append(judge_claim(claim, rows, against, scope))
+    return [v for v in verdicts if v is not None]
+
+
+def claims_section(verdicts: Sequence[Verdict], test: str) -> str:
+    """The '## The claims' section of a report; empty when no claim applies."""
+    if not verdicts:
+        return ""
+    lead = (
+        f"Each claim tests the settings it judges against the baseline it names (in its "
+        f"evidence: against ...) by {test} on test {METRIC}, or on the part of the test set the "
+        f"evidence names, seed pair by seed pair: worse or better = every pair significant at "
+        f"{ALPHA} in one direction, the same = no pair significant, partly worse or better = some "
+        "pairs significant in one direction and none in the other. 'The paper' is Shaw et al. "
+        "2018; the rules are in rpr_nmt/report/claims.py.\n\n"
+    )
+    return "\n## The claims\n\n" + lead + "\n".join(v.line() for v in verdicts) + "\n"

@@ -6,7 +6,8 @@ data.max_train_source_tokens; src_lengths_<split>.txt in a collected run), and e
 with sacrebleu. A setting's cell is the mean over its seeds, with the standard deviation and a 95%
 t-interval when it has several (rpr_nmt.report.stats). write_length_report puts the table and a
 plot beside the sweep's report.md; when the runs trained on capped sources, it adds every setting's
-BLEU on the test sentences past the cap, tested pair by pair against the sinusoid.
+BLEU on the test sentences past the cap, tested pair by pair against the sinusoid, and judges the
+claims on unseen lengths, each against the baseline it names (rpr_nmt.report.claims).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from pathlib import Path
 
 from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
 from rpr_nmt.report.claims import (
+    PAST_CAP_CLAIMS,
     claims_section,
-    is_reference,
-    positions,
+    comparisons_needed,
+    is_sinusoid,
+    judge_claims,
     save_verdicts,
-    unseen_length_verdict,
 )
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
@@ -105,7 +107,7 @@ def length_table(
     splits: Sequence[str] | None = None,
 ) -> tuple[str, dict[str, list[BucketScores]]]:
     """Markdown table (one row per setting, one column per bucket) and the scores behind it:
-    each setting's BucketScores, one per seed.
+    each setting's BucketScores, one per seed, by its label (rpr_nmt.report.labels).
 
     Args: as score_by_length; sweep_dir holds the runs.
     """
@@ -114,16 +116,15 @@ def length_table(
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
     text = CorpusText()
     results = {
-        row.setting: [score_by_length(run, bounds, splits, text) for run in row.runs]
-        for row in rows
+        row.label: [score_by_length(run, bounds, splits, text) for run in row.runs] for row in rows
     }
     first = next(iter(results.values()))[0]
     head = ["setting", "seeds"]
     head += [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for setting, scores in results.items():
+    for label, scores in results.items():
         cells = [format_stats(seed_stats(values)) for values in bucket_values(scores)]
-        lines.append("| " + " | ".join([setting, str(len(scores))] + cells) + " |")
+        lines.append("| " + " | ".join([label, str(len(scores))] + cells) + " |")
     what = " + ".join(splits) if splits else "test"
     caption = (
         f"{what} BLEU by source length in BPE tokens (sentences per bucket in brackets); "
@@ -139,11 +140,11 @@ def plot_by_length(
     per seed), the training cap marked."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    for i, (setting, scores) in enumerate(results.items()):
+    for i, (label, scores) in enumerate(results.items()):
         values = bucket_values(scores)
         xs = [j for j, v in enumerate(values) if v]
         shift = (i - (len(results) - 1) / 2) * 0.04  # settings side by side, not on top
-        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=setting)
+        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=label)
     labels = next(iter(results.values()))[0].labels
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("source length (BPE tokens)")
@@ -207,14 +208,14 @@ def unseen_length_section(
     lines = [
         f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
         f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
-        f"minus the baseline ({positions(baseline.model)}), mean over seed pairs; p: sacrebleu's "
+        f"minus the baseline ({baseline.label}), mean over seed pairs; p: sacrebleu's "
         f"{TESTS[test]} ({samples} samples) per seed pair, in seed order.\n",
-        f"| setting | positions | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
-        "|---|---|---|---|---|---|",
+        f"| setting | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
+        "|---|---|---|---|---|",
     ]
     for row in rows:
         bleu = [score_corpus(h, r, lang).bleu for _, h, r, lang in outputs[row.setting]]
-        cells = [row.setting, positions(row.model), str(len(bleu)), format_stats(seed_stats(bleu))]
+        cells = [row.label, str(len(bleu)), format_stats(seed_stats(bleu))]
         comparison = compared.get(row.setting)
         if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
             cells += ["(baseline)" if row is baseline else "-", ""]
@@ -260,7 +261,8 @@ def write_length_report(
 
     With a training cap on source length (data.max_train_source_tokens) and a significance
     `test`, the report also scores every setting past the cap against the sinusoid (or, without
-    one, the reference) and judges the paper's claim on unseen lengths (rpr_nmt.report.claims).
+    one, the reference) and judges the claims on unseen lengths, each against the baseline it
+    names (rpr_nmt.report.claims.PAST_CAP_CLAIMS).
 
     Args: as length_table; bounds and splits None = as length_options; test and n_samples as
         write_report.
@@ -276,21 +278,20 @@ def write_length_report(
     if cap is not None and test:
         corpus = CorpusText()
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
-        sinusoid = [row for row in rows if positions(row.model) == "sinusoid"]
+        sinusoid = [row for row in rows if is_sinusoid(row.model)]
         baseline = sinusoid[0] if sinusoid else reference
         paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
         against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
         text += unseen_length_section(rows, outputs, baseline, against_baseline, cap, **paired)
-        if is_reference(reference.model):
-            compared, n = (
-                against_baseline
-                if baseline is reference
-                else compare_unseen_lengths(outputs, reference.setting, **paired)
-            )
-            verdict = unseen_length_verdict(rows, reference, compared, cap, n)
-            if verdict is not None:
-                verdicts = [verdict]
-                text += claims_section(verdicts, TESTS[test])
+        compared, n = against_baseline
+        by_baseline = {baseline.setting: compared}  # each claim against its own baseline
+        for setting, chosen in comparisons_needed(PAST_CAP_CLAIMS, rows).items():
+            if setting not in by_baseline:
+                chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
+                by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
+        scope = f"BLEU on the {n} test sentences longer than {cap} BPE tokens"
+        verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, scope)
+        text += claims_section(verdicts, TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
     options = {"bounds": bounds, "splits": splits}
     (Path(sweep_dir) / LENGTH_OPTIONS_FILE).write_text(json.dumps(options, indent=1) + "\n")

@@ -17,6 +17,7 @@ class _Row(Protocol):
     """What a plot needs of a sweep row (rpr_nmt.report.sweep.Row)."""
 
     setting: str
+    label: str  # how the reports name it (rpr_nmt.report.labels)
     model: dict[str, Any]
 
     def values(self, key: str) -> list[float]: ...
@@ -89,7 +90,7 @@ def plot_settings(rows: Sequence[_Row], path: str | Path, metric: str = "test_bl
 
     Returns False (and writes nothing) when no row has the metric.
     """
-    chosen = [(r.setting, r.values(metric)) for r in rows]
+    chosen = [(r.label, r.values(metric)) for r in rows]
     chosen = [(name, v) for name, v in chosen if v]
     if not chosen:
         return False

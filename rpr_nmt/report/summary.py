@@ -1,4 +1,4 @@
-"""Every published sweep's verdicts on the paper's claims, claim by claim: results/claims.md.
+"""Every published sweep's verdicts on the claims, claim by claim: results/claims.md.
 
 Each sweep's report writes its verdicts as data beside report.md (claims.json, and
 length_claims.json beside length_report.md); this page gathers them without recomputing a test,
@@ -17,7 +17,8 @@ PAGE = "claims.md"
 
 
 def gather_verdicts(results_dir: str | Path) -> dict[str, list[tuple[str, Verdict]]]:
-    """(sweep name, verdict) pairs by claim, the paper's claims first in their order.
+    """(sweep name, verdict) pairs by claim, the known claims first in their order
+    (rpr_nmt.report.claims.CLAIMS).
 
     Raises:
         FileNotFoundError: no sweep under `results_dir` has written a verdict.
@@ -44,13 +45,15 @@ def claims_page(results_dir: str | Path) -> str:
     """The markdown of results/claims.md: a verdict table, then each verdict's evidence."""
     by_claim = gather_verdicts(results_dir)
     lines = [
-        "# The paper's claims, sweep by sweep",
+        "# The claims, sweep by sweep",
         "",
         "Gathered by `rpr-nmt-report --claims results` (run by `make results`) from the verdicts "
         "each sweep's report wrote beside it. A verdict rests on sacrebleu's paired test of each "
-        "setting against the paper's model (k = 16, a^K + a^V, no sinusoid) on test BLEU, seed "
-        "pair by seed pair; the rules are in rpr_nmt/report/claims.py and each sweep's report.md "
-        "holds its tables.",
+        "setting the claim judges against the baseline the claim names (Shaw k = 16, i.e. a^K + "
+        "a^V and no sinusoid, for the claims of 'the paper', Shaw et al. 2018; the sinusoid or the "
+        "learned table for the others) on test BLEU, or for the claims on unseen lengths on the "
+        "test sentences longer than any training source, seed pair by seed pair; the rules are in "
+        "rpr_nmt/report/claims.py and each sweep's report.md and length_report.md hold its tables.",
         "",
         "| claim | sweep | verdict |",
         "|---|---|---|",

@@ -5,7 +5,9 @@ differ only in `train.seed` are one setting, one row: report.md shows each metri
 deviation over seeds, then the test scores with a 95% t-interval over seeds (rpr_nmt.report.stats)
 and sacrebleu's paired test of each setting against a baseline setting, seed by seed
 (rpr_nmt.report.significance). The baseline is the paper's reference model when the sweep has it
-(k = 16, a^K + a^V, no sinusoid), else the first row.
+(k = 16, a^K + a^V, no sinusoid), else the first row; each claim the sweep bears on is judged
+against the baseline it names (rpr_nmt.report.claims). Rows are named as a reader names their
+position methods (rpr_nmt.report.labels), not by their config keys.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from rpr_nmt.report.claims import (
+    FULL_TEST_CLAIMS,
     claims_section,
+    comparisons_needed,
     is_reference,
     judge_claims,
-    positions,
     save_verdicts,
 )
+from rpr_nmt.report.labels import method_label, setting_labels
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
 from rpr_nmt.report.runs import (
     SEED_KEY,
@@ -59,11 +63,22 @@ CLAIMS_FILE = "claims.json"  # report.md's verdicts as data, beside it
 
 @dataclass
 class Row:
-    """One setting of the sweep, aggregated over its seeds."""
+    """One setting of the sweep, aggregated over its seeds.
+
+    Attributes:
+        setting: what identifies it: its values of the keys on which the sweep's runs differ.
+        model: its model section.
+        runs: one per seed.
+        label: how the reports name it ("Shaw k = 16"); "" = method_label(model).
+    """
 
     setting: str
     model: dict[str, Any]
     runs: list[Run] = field(default_factory=list)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or method_label(self.model)
 
     def values(self, key: str) -> list[float]:
         """The summary entry `key` of each run that has it as a finite number."""
@@ -80,7 +95,8 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
 
     A setting is the run's values of the config keys on which the runs differ (the seed aside),
     so a run reused from another sweep joins the row it trained; when all runs share one
-    setting, its label is the overrides (without the seed).
+    setting, it is named by its overrides (without the seed). Each row's label names its position
+    methods (rpr_nmt.report.labels.setting_labels).
     """
     keys = setting_keys(runs)
     rows: dict[str, Row] = {}
@@ -98,21 +114,24 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
             row.setting,
         )
 
-    return sorted(rows.values(), key=order)
+    ordered = sorted(rows.values(), key=order)
+    for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
+        row.label = label
+    return ordered
 
 
 def reference_row(rows: Sequence[Row], setting: str | None = None) -> Row:
-    """The baseline row: the one named `setting`, else k = 16 with a^K + a^V and no sinusoid
-    (the paper's model), else the first row.
+    """The baseline row: the one named `setting` (its label, as the tables name it, or its config
+    keys), else k = 16 with a^K + a^V and no sinusoid (the paper's model), else the first row.
 
     Raises:
         ValueError: no row is named `setting` (the message lists the settings).
     """
     if setting is not None:
         for row in rows:
-            if row.setting == setting:
+            if setting in (row.label, row.setting):
                 return row
-        names = ", ".join(repr(r.setting) for r in rows)
+        names = ", ".join(repr(r.label) for r in rows)
         raise ValueError(f"baseline {setting!r} is not a setting of this sweep; settings: {names}")
     for row in rows:
         if is_reference(row.model):
@@ -131,11 +150,11 @@ def _cell(values: list[float], decimals: int) -> str:
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
-    """A markdown table, one row per setting: positions, seeds, then each metric as mean ± std."""
-    head = ["setting", "positions", "seeds"] + [h for _, h, _ in COLUMNS]
+    """A markdown table, one row per setting: its label, seeds, then each metric as mean ± std."""
+    head = ["setting", "seeds"] + [h for _, h, _ in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [row.setting, positions(row.model), str(len(row.runs))]
+        cells = [row.label, str(len(row.runs))]
         cells += [_cell(row.values(key), decimals) for key, _, decimals in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -208,14 +227,14 @@ def statistics_table(
 ) -> str:
     """Test BLEU and chrF per setting: mean ± sd [95% CI] over seeds, the mean difference to
     the baseline over seed pairs, and the paired test's p-values (median, max over pairs)."""
-    head = ["setting", "positions", "seeds"]
+    head = ["setting", "seeds"]
     for metric in METRICS:
         head += [f"test {metric}", f"Δ {metric}", f"p ({metric})"] if test else [f"test {metric}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         is_base = row is baseline
-        name = row.setting + (" (baseline)" if is_base else "")
-        cells = [name, positions(row.model), str(len(row.runs))]
+        name = row.label + (" (baseline)" if is_base else "")
+        cells = [name, str(len(row.runs))]
         comparison = compared.get(row.setting, Comparison())
         for metric in METRICS:
             cells.append(format_stats(row.stats(SUMMARY_KEYS[metric])))
@@ -239,16 +258,17 @@ def _statistics_section(
     if test:
         samples = n_samples or DEFAULT_SAMPLES[test]
         text += (
-            f"Baseline: {baseline.setting}. Δ: setting minus baseline, mean over seed pairs. "
+            f"Baseline: {baseline.label}. Δ: setting minus baseline, mean over seed pairs. "
             f"p: sacrebleu's {TESTS[test]} ({samples} samples) of each seed against the "
             f"baseline's run with the same {SEED_KEY}, median (max) over the seed pairs; "
             f"* = every pair below {ALPHA}.\n"
         )
     text += "\n" + statistics_table(rows, baseline, compared, test)
+    labels = {row.setting: row.label for row in rows}
     untested: dict[str, list[str]] = {}  # one line per reason, naming its settings
-    for name, comparison in compared.items():
+    for setting, comparison in compared.items():
         if comparison.note:
-            untested.setdefault(comparison.note, []).append(name)
+            untested.setdefault(comparison.note, []).append(labels.get(setting, setting))
     notes = [f"- no test for {'; '.join(names)}: {note}" for note, names in untested.items()]
     return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
@@ -285,15 +305,16 @@ def write_report(
     rows = group_runs(runs)
     base = reference_row(rows, baseline)
     # Everything is read and tested before anything is written: a failure leaves the folder as is.
-    reference = reference_row(rows)  # the claims are judged against the paper's model
-    compared, against_reference = {}, {}
+    compared: dict[str, Comparison] = {}
+    verdicts = []
     if significance:
-        compared = compare_rows(rows, base, test=significance, n_samples=n_samples)
-        against_reference = compared
-        if reference is not base:
-            against_reference = compare_rows(
-                rows, reference, test=significance, n_samples=n_samples
-            )
+        paired = dict(test=significance, n_samples=n_samples)
+        compared = compare_rows(rows, base, **paired)
+        by_baseline = {base.setting: compared}  # each claim is judged against its own baseline
+        for setting, (claim_base, *judged) in comparisons_needed(FULL_TEST_CLAIMS, rows).items():
+            if setting not in by_baseline:
+                by_baseline[setting] = compare_rows(judged, claim_base, **paired)
+        verdicts = judge_claims(FULL_TEST_CLAIMS, rows, by_baseline)
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"
     text += unfinished_note(sweep_dir, runs)
     text += markdown_table(rows)
@@ -304,9 +325,7 @@ def write_report(
         plot_path.unlink(missing_ok=True)  # drawn by an earlier report of other runs
         plot_path = None
     text += _statistics_section(rows, base, compared, significance, n_samples)
-    verdicts = []
     if significance:
-        verdicts = judge_claims(rows, reference, against_reference)
         text += claims_section(verdicts, TESTS[significance])
     save_verdicts(sweep_dir / CLAIMS_FILE, verdicts)
     if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):

@@ -1,4 +1,5 @@
-"""The paper's claims judged by rpr-nmt-report: constructed sweeps whose verdicts are known."""
+"""The claims judged by rpr-nmt-report, each against the baseline it names: constructed sweeps
+whose verdicts are known."""
 
 from __future__ import annotations
 
@@ -16,21 +17,29 @@ from rpr_nmt.data import Tokenizer
 from rpr_nmt.data.bpe import train_bpe
 from rpr_nmt.report.claims import (
     FAILS,
+    FULL_TEST_CLAIMS,
     HOLDS,
+    PAST_CAP_CLAIMS,
     UNSEEN_CLAIM,
     UNSURE,
-    _absolute,
     _no_positions,
+    comparisons_needed,
     is_reference,
+    is_sinusoid,
     judge_claims,
     outcome,
-    positions,
 )
+from rpr_nmt.report.labels import method_label
 from rpr_nmt.report.runs import Run
 from rpr_nmt.report.significance import Comparison
 from rpr_nmt.report.sweep import Row
 
 REFERENCE = {"max_relative_position": 16, "relative_keys": True, "relative_values": True}
+
+
+def judge(rows: list[Row], reference: Row, compared: dict[str, Comparison]) -> list:
+    """The full-test claims, every comparison made against the paper's model."""
+    return judge_claims(FULL_TEST_CLAIMS, rows, {reference.setting: compared})
 
 
 def row(name: str, bleu: list[float], **model) -> Row:
@@ -58,26 +67,13 @@ def test_outcome_of_a_setting_against_the_reference():
     assert outcome(None) == outcome(Comparison(note="no hypotheses")) == "mixed"
 
 
-def test_positions_in_the_papers_terms():
-    assert positions(REFERENCE) == "k=16 a^K+a^V"
-    assert positions({**REFERENCE, "relative_values": False}) == "k=16 a^K"
-    assert positions({"max_relative_position": 0, "sinusoidal": True}) == "sinusoid"
-    no_terms = {**REFERENCE, "relative_keys": False, "relative_values": False}
-    assert positions(no_terms) == positions({"max_relative_position": 0}) == "none"
-
-
-def test_other_position_methods_are_named_and_never_none():
+def test_the_predicates_tell_the_methods_apart():
     """'none' is no absolute and no relative method: RoPE, ALiBi, T5, learned are named."""
     k0 = {**REFERENCE, "max_relative_position": 0}
-    assert positions({**k0, "relative_positions": "rope"}) == "rope"
-    assert positions({**k0, "relative_positions": "alibi", "sinusoidal": True}) == "alibi, sinusoid"
-    assert positions({**k0, "relative_positions": "t5", "absolute_positions": "learned"}) == (
-        "t5, learned"
-    )
-    assert positions({**k0, "relative_positions": "none", "absolute_positions": "none"}) == "none"
     rope = {**k0, "relative_positions": "rope"}
-    assert not _no_positions(rope) and not _absolute({**rope, "sinusoidal": True})
-    assert _no_positions(k0) and _absolute({**k0, "sinusoidal": True})
+    assert method_label(rope) == "RoPE"
+    assert not _no_positions(rope) and not is_sinusoid({**rope, "sinusoidal": True})
+    assert _no_positions(k0) and is_sinusoid({**k0, "sinusoidal": True})
     assert not is_reference({**REFERENCE, "absolute_positions": "learned"})
 
 
@@ -94,21 +90,21 @@ def test_an_ablate_k_sweep_in_the_papers_shape():
         "k2": paired([0.40, 0.35, 0.60], [0.1, -0.3, -0.3]),
         "k64": paired([0.30, 0.45, 0.20], [0.3, -0.5, 0.2]),
     }
-    verdicts = judge_claims(rows, reference, compared)
+    verdicts = judge(rows, reference, compared)
     assert [v.verdict for v in verdicts] == [HOLDS, HOLDS]
     collapse, flat = verdicts
     assert collapse.claim.startswith("without any position information")
     assert "none: 30.0 ± 0.2 [29.7, 30.4] (3 seeds; 3 paired), Δ -8.2" in collapse.line()
     assert "p 0.001 (max 0.001) *" in collapse.line()
-    assert "k=2 a^K+a^V" in flat.evidence and "k=64 a^K+a^V" in flat.evidence
-    assert flat.evidence.startswith("against k=16 a^K+a^V 38.2 ± 0.3")
+    assert "Shaw k = 2: 38.1" in flat.evidence and "Shaw k = 64: 38.2" in flat.evidence
+    assert flat.evidence.startswith("against Shaw k = 16 (38.2 ± 0.3")
 
     compared["k64"] = paired([0.01, 0.02, 0.03], [0.9, 1.1, 1.0])  # k = 64 better in every pair
-    assert judge_claims(rows, reference, compared)[1].verdict == FAILS
+    assert judge(rows, reference, compared)[1].verdict == FAILS
     compared["k64"] = paired([0.01, 0.30, 0.03], [0.9, 0.2, 1.0])  # two pairs of three
-    assert judge_claims(rows, reference, compared)[1].verdict == UNSURE
+    assert judge(rows, reference, compared)[1].verdict == UNSURE
     compared["k0"] = paired([0.20, 0.30, 0.50], [-0.2, -0.1, 0.1])  # no collapse
-    assert judge_claims(rows, reference, compared)[0].verdict == FAILS
+    assert judge(rows, reference, compared)[0].verdict == FAILS
 
 
 def test_terms_and_absolute_claims():
@@ -124,7 +120,7 @@ def test_terms_and_absolute_claims():
         "abs": paired([0.01, 0.02], [-1.0, -1.3]),
         "both+sin": paired([0.6, 0.7], [0.1, -0.1]),
     }
-    verdicts = {v.claim.split(" (")[0]: v.verdict for v in judge_claims(rows, reference, compared)}
+    verdicts = {v.claim.split(" (")[0]: v.verdict for v in judge(rows, reference, compared)}
     assert verdicts == {
         "a^K alone is enough": HOLDS,
         "a^V alone is a little weaker": UNSURE,
@@ -133,14 +129,14 @@ def test_terms_and_absolute_claims():
     }
     compared["values"] = paired([0.01, 0.04], [-0.5, -0.6])
     compared["abs"] = paired([0.01, 0.02], [1.0, 1.3])  # absolute better in every pair
-    verdicts = {v.claim.split(" (")[0]: v.verdict for v in judge_claims(rows, reference, compared)}
+    verdicts = {v.claim.split(" (")[0]: v.verdict for v in judge(rows, reference, compared)}
     assert verdicts["a^V alone is a little weaker"] == HOLDS
     assert verdicts["relative positions match or beat absolute ones"] == FAILS
 
     # One-sided claims: a pair significant in the direction the claim allows does not unsettle it,
     # one in the direction it excludes does, and every pair there refutes it.
     def verdict(claim: str, setting: str, comparison: Comparison) -> str:
-        found = judge_claims(rows, reference, {**compared, setting: comparison})
+        found = judge(rows, reference, {**compared, setting: comparison})
         return next(v.verdict for v in found if v.claim.startswith(claim))
 
     enough = "a^K alone is enough"
@@ -157,7 +153,7 @@ def test_terms_and_absolute_claims():
 
 def test_no_claims_without_the_papers_model():
     rows = [row("k0", [30.0], max_relative_position=0), row("k4", [38.0], max_relative_position=4)]
-    assert judge_claims(rows, rows[1], {"k0": paired([0.001], [-8.0])}) == []
+    assert judge(rows, rows[1], {"k0": paired([0.001], [-8.0])}) == []
 
 
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
@@ -196,21 +192,28 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
 
     assert main(["--by-length", "--samples", "300", str(sweep)]) == 0
     report = (sweep / "length_report.md").read_text()
-    past = report.split("## Past the training lengths")[1].split("## The paper's claims")[0]
-    table = [line for line in past.splitlines() if line.startswith("| model.")]
+    past = report.split("## Past the training lengths")[1].split("## The claims")[0]
+    table = [line for line in past.splitlines() if line.startswith("| ")][1:]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in table]
-    rows = {row[1]: row[2:] for row in cells}  # by positions: seeds, BLEU, Δ, p per seed pair
+    rows = {row[0]: row[1:] for row in cells}  # by label: seeds, BLEU, Δ, p per seed pair
     assert rows["sinusoid"] == ["2", "6.9 ± 0.0 [6.9, 6.9]", "(baseline)", ""]
-    relative = rows["k=16 a^K+a^V"]
+    relative = rows["Shaw k = 16"]
     assert relative[:3] == ["2", "100.0 ± 0.0 [100.0, 100.0]", "+93.1"]
     assert [float(p) < 0.05 for p in relative[3].split(" / ")] == [True, True]  # each seed pair
-    claim = report.split("## The paper's claims")[1]
+    claim = report.split("## The claims")[1]
     assert "relative positions carry over to sources longer than any seen in training" in claim
     tokenizer = Tokenizer.from_proto(proto)
     unseen = sum(len(tokenizer.encode(s)) > 12 for s in short + long)
     assert unseen >= 12  # the long ones at least
     assert f": holds. BLEU on the {unseen} test sentences longer than 12 BPE tokens: " in claim
-    assert "sinusoid 6.9 against k=16 a^K+a^V 100.0 (2 seed pairs), Δ -93.1, p " in claim
+    assert "sinusoid at 6.9 against Shaw k = 16 at 100.0 (2 seed pairs), Δ -93.1, p " in claim
+    # The same comparison the other way round: Shaw k = 16 carries over better than the sinusoid.
+    assert (
+        "- **relative methods carry over to sources longer than any seen in training better than "
+        "absolute ones: Shaw k = 16 against the sinusoid (Rosendahl et al. 2019: +4.4 to 11.9% "
+        "BLEU; Neishi & Yoshinaga 2019)**: holds." in claim
+    )
+    assert "against the learned table" not in claim  # the sweep has none
     main_report = (sweep / "report.md").read_text()  # the full test set: absolute is worse too
     assert "relative positions match or beat absolute ones" in main_report
     # Both reports wrote their verdicts as data; the page over sweeps gathers them, claim by claim.
@@ -223,3 +226,132 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
     assert f"| {UNSEEN_CLAIM} | sweep | holds |" in page
     assert "| a^K alone is enough (paper: 25.8, as with both terms) | - | not judged" in page
     assert f"- sweep: holds. BLEU on the {unseen} test sentences longer than 12 BPE tokens" in page
+
+
+# Claims of later papers: each judged against the baseline it names, not against Shaw k = 16.
+
+SINUSOID = {"max_relative_position": 0, "sinusoidal": True}
+ALONE = {"max_relative_position": 0, "sinusoidal": False, "absolute_positions": "none"}
+
+
+def study_rows(*names: str) -> dict[str, Row]:
+    """Rows of a position study with two seeds each, by name (the test BLEU is only shown)."""
+    models = {
+        "sinusoid": SINUSOID,
+        "learned": {**ALONE, "absolute_positions": "learned"},
+        "shaw": {**REFERENCE, "sinusoidal": False},
+        "rope": {**ALONE, "relative_positions": "rope"},
+        "alibi": {**ALONE, "relative_positions": "alibi"},
+        "t5": {**ALONE, "relative_positions": "t5"},
+        "none": {**ALONE, "relative_positions": "none"},
+    }
+    return {name: row(name, [30.0, 31.0], **models[name]) for name in names}
+
+
+def verdict_of(verdicts: list, start: str) -> str | None:
+    """The verdict of the claim beginning with `start`; None when it was not judged."""
+    return next((v.verdict for v in verdicts if v.claim.startswith(start)), None)
+
+
+ROPE = "RoPE matches or beats the sinusoid (Su et al., RoFormer, Table 1"
+GUMMA = "without any position information an encoder-decoder is not viable"
+
+
+def test_rope_is_judged_against_the_sinusoid_not_the_papers_model():
+    rows = study_rows("sinusoid", "shaw", "rope", "none")
+    ordered = list(rows.values())
+    against_shaw = {  # RoPE worse than Shaw k = 16 in every pair: no bearing on the RoPE claim
+        "sinusoid": paired([0.3, 0.4], [-0.1, 0.1]),
+        "rope": paired([0.001, 0.002], [-2.0, -1.5]),
+        "none": paired([0.001, 0.001], [-8.0, -8.0]),
+    }
+    against_sinusoid = {
+        "rope": paired([0.01, 0.02], [1.2, 0.9]),  # better in every seed pair
+        "none": paired([0.001, 0.001], [-7.9, -8.1]),
+    }
+    compared = {"shaw": against_shaw, "sinusoid": against_sinusoid}
+    verdicts = judge_claims(FULL_TEST_CLAIMS, ordered, compared)
+    assert verdict_of(verdicts, ROPE) == HOLDS
+    assert verdict_of(verdicts, GUMMA) == HOLDS
+    assert verdict_of(verdicts, "without any position information the model collapses") == HOLDS
+    rope = next(v for v in verdicts if v.claim.startswith(ROPE))
+    assert rope.evidence.startswith("against sinusoid (30.5 ± 0.7 [24.1, 36.9]): RoPE: 30.5")
+    assert "(2 seeds; 2 paired), Δ +1.1, p 0.015 (max 0.020) *" in rope.evidence
+
+    def rope_verdict(comparison: Comparison) -> str | None:
+        found = {**compared, "sinusoid": {**against_sinusoid, "rope": comparison}}
+        return verdict_of(judge_claims(FULL_TEST_CLAIMS, ordered, found), ROPE)
+
+    assert rope_verdict(paired([0.3, 0.6], [-0.2, 0.1])) == HOLDS  # the same
+    assert rope_verdict(paired([0.01, 0.6], [-0.8, 0.1])) == UNSURE  # partly worse
+    assert rope_verdict(paired([0.01, 0.02], [-0.8, -0.9])) == FAILS  # worse in every pair
+
+
+def test_claims_whose_settings_a_sweep_lacks_are_not_judged():
+    # En-Fr's study has no learned table and no 'none'; a sweep without the sinusoid judges no
+    # claim against it, one without RoPE no claim on RoPE.
+    compared = {"shaw": {"sinusoid": paired([0.3, 0.4], [0.1, -0.1])}, "sinusoid": {}}
+    verdicts = judge_claims(
+        FULL_TEST_CLAIMS, list(study_rows("sinusoid", "shaw").values()), compared
+    )
+    assert [v.claim.split(" (")[0] for v in verdicts] == [
+        "relative positions match or beat absolute ones"
+    ]
+    no_sinusoid = list(study_rows("shaw", "rope", "none").values())
+    verdicts = judge_claims(FULL_TEST_CLAIMS, no_sinusoid, {"shaw": {}})
+    assert verdict_of(verdicts, ROPE) is verdict_of(verdicts, GUMMA) is None
+    assert verdict_of(verdicts, "without any position information the model collapses")
+    assert comparisons_needed(FULL_TEST_CLAIMS, no_sinusoid).keys() == {"shaw"}
+    rows = list(study_rows("sinusoid", "learned", "shaw", "rope", "none").values())
+    needed = comparisons_needed(FULL_TEST_CLAIMS, rows)
+    assert {base: [r.setting for r in group] for base, group in needed.items()} == {
+        "shaw": ["shaw", "none", "sinusoid"],  # the baseline first, then the rows it is tested on
+        "sinusoid": ["sinusoid", "rope", "none"],  # no claim tests the learned table on all BLEU
+    }
+
+
+def past_cap(p_values: list[float], deltas: list[float], base: float = 20.0) -> Comparison:
+    """A paired test on the sentences past the cap, with the setting's BLEU on them."""
+    comparison = paired(p_values, deltas)
+    comparison.scores["BLEU"] = [base + d for d in deltas]
+    return comparison
+
+
+def test_each_relative_method_carries_over_against_the_sinusoid_and_the_learned_table():
+    rows = list(study_rows("sinusoid", "learned", "shaw", "rope", "alibi", "t5").values())
+    better, same = past_cap([0.001, 0.004], [3.0, 2.5]), past_cap([0.4, 0.7], [0.2, -0.1])
+    partly = past_cap([0.01, 0.3], [1.0, 0.4])  # better in one seed pair of two
+    compared = {
+        "shaw": {"sinusoid": past_cap([0.001, 0.002], [-3.0, -2.0], 23.0)},
+        "sinusoid": {"shaw": better, "rope": better, "alibi": same, "t5": same},
+        "learned": {"shaw": better, "rope": same, "alibi": better, "t5": partly},
+    }
+    scope = "BLEU on the 312 test sentences longer than 15 BPE tokens"
+    verdicts = judge_claims(PAST_CAP_CLAIMS, rows, compared, scope)
+    carry = "relative methods carry over to sources longer than any seen in training better than "
+    found = {v.claim.removeprefix(carry).split(" (")[0]: v.verdict for v in verdicts}
+    assert found == {
+        UNSEEN_CLAIM.split(" (")[0]: HOLDS,  # the sinusoid no better than Shaw k = 16
+        "absolute ones: Shaw k = 16 against the sinusoid": HOLDS,
+        "absolute ones: Shaw k = 16 against the learned table": HOLDS,
+        "absolute ones: RoPE against the sinusoid": HOLDS,
+        "absolute ones: RoPE against the learned table": FAILS,  # no seed pair finds a gain
+        "absolute ones: ALiBi against the sinusoid": FAILS,
+        "absolute ones: ALiBi against the learned table": HOLDS,
+        "absolute ones: T5 buckets against the sinusoid": FAILS,
+        "absolute ones: T5 buckets against the learned table": UNSURE,
+        "ALiBi extrapolates to sources longer than any seen in training at least as well as the "
+        "sinusoid": HOLDS,
+    }
+    alibi = next(v for v in verdicts if "ALiBi against the learned table" in v.claim)
+    assert alibi.evidence == (
+        f"{scope}: ALiBi at 22.8 against learned at 20.0 (2 seed pairs), Δ +2.8, "
+        "p 0.003 (max 0.004) *"
+    )
+    assert alibi.claim.endswith(
+        "(Rosendahl et al. 2019: +4.4 to 11.9% BLEU; Neishi & Yoshinaga 2019)"
+    )
+    # Without the learned table (the En-Fr study) its four claims are not judged.
+    without = [r for r in rows if r.setting != "learned"]
+    judged = [v.claim for v in judge_claims(PAST_CAP_CLAIMS, without, compared, scope)]
+    assert len(judged) == 6 and not any("learned table" in claim for claim in judged)

@@ -52,7 +52,7 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
 
     assert main(["--by-length", str(tmp_path / "sweep")]) == 0
     table = (tmp_path / "sweep" / "length_report.md").read_text()
-    row = next(line for line in table.splitlines() if line.startswith("| positions=relative"))
+    row = next(line for line in table.splitlines() if line.startswith("| Shaw k = 4, a^K only |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "1"  # one seed
     assert cells[2] == "100.0"  # bucket 1-10: all 8 short sentences, exact

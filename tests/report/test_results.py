@@ -117,26 +117,26 @@ def test_tables_regenerate_from_the_results_alone(published, tmp_path):
 
     report = (results / "report.md").read_text()
     stats = report.split("## Test scores over seeds")[1]
-    assert "Baseline: model.max_relative_position=16" in stats  # the paper's model
-    k0 = next(line for line in stats.splitlines() if "=0 |" in line)
+    assert "Baseline: Shaw k = 16." in stats  # the paper's model
+    k0 = next(line for line in stats.splitlines() if line.startswith("| none |"))
     cells = [c.strip() for c in k0.strip("|").split("|")]
-    assert cells[1:3] == ["none", "2"]  # the paper's name for the setting, the seeds
-    assert cells[3] == "20.0 ± 0.0 [20.0, 20.0]"  # constant over seeds: zero-width interval
-    assert cells[5].endswith("*")  # worse on every sentence, in both seed pairs
-    assert float(cells[4]) < 0
-    k16 = next(line for line in stats.splitlines() if "=16 (baseline)" in line)
+    assert cells[:2] == ["none", "2"]  # the reader's name for the setting, the seeds
+    assert cells[2] == "20.0 ± 0.0 [20.0, 20.0]"  # constant over seeds: zero-width interval
+    assert cells[4].endswith("*")  # worse on every sentence, in both seed pairs
+    assert float(cells[3]) < 0
+    k16 = next(line for line in stats.splitlines() if "| Shaw k = 16 (baseline) |" in line)
     # 40 and 42: sd 1.41, t(0.975, 1) = 12.71, half-width 12.71 * 1.41 / sqrt(2) = 12.7
     assert "41.0 ± 1.4 [28.3, 53.7]" in k16
     assert (results / "test_bleu_by_setting.png").read_bytes()[:4] == b"\x89PNG"
-    claims = report.split("## The paper's claims")[1]
+    claims = report.split("## The claims")[1]
     assert "- **without any position information the model collapses" in claims
-    assert ": holds. against k=16 a^K+a^V 41.0 ± 1.4 [28.3, 53.7]: none: 20.0" in claims
+    assert ": holds. against Shaw k = 16 (41.0 ± 1.4 [28.3, 53.7]): none: 20.0" in claims
 
     lengths = (results / "length_report.md").read_text()
-    rows = {line.split("|")[1].strip(): line for line in lengths.splitlines() if "| model" in line}
-    k16 = [c.strip() for c in rows["model.max_relative_position=16"].strip("|").split("|")]
+    rows = {line.split("|")[1].strip(): line for line in lengths.splitlines()[4:6]}
+    k16 = [c.strip() for c in rows["Shaw k = 16"].strip("|").split("|")]
     assert k16[1:] == ["2", "100.0 ± 0.0 [100.0, 100.0]", "100.0 ± 0.0 [100.0, 100.0]"]
-    k0 = [c.strip() for c in rows["model.max_relative_position=0"].strip("|").split("|")]
+    k0 = [c.strip() for c in rows["none"].strip("|").split("|")]
     for cell in k0[2:]:  # the same hypotheses in both seeds: below 100, no spread
         mean, rest = cell.split(" ± ")
         assert float(mean) < 100 and rest.startswith("0.0 [")
@@ -148,7 +148,18 @@ def test_an_unknown_baseline_names_the_settings(published, capsys):
     assert main(["--baseline", "model.max_relative_position=3", str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "'model.max_relative_position=3' is not a setting" in err
-    assert "'model.max_relative_position=16'" in err
+    assert "settings: 'none', 'Shaw k = 16'" in err  # as the tables name them
+
+
+def test_the_baseline_is_named_as_the_table_names_it_or_by_its_keys(published):
+    sweep, _, _ = published
+    shutil.rmtree(sweep / "model.max_relative_position=4,train.seed=1")  # the unfinished run
+    for name in ("none", "model.max_relative_position=0"):
+        assert main(["--baseline", name, str(sweep)]) == 0
+        report = (sweep / "report.md").read_text()
+        assert "Baseline: none." in report and "| none (baseline) | 2 |" in report
+        # The claims keep their own baseline: the collapse is still judged against Shaw k = 16.
+        assert ": holds. against Shaw k = 16 (41.0 ± 1.4 [28.3, 53.7]): none: 20.0" in report
 
 
 def test_a_run_without_its_test_output_fails_the_report_and_writes_nothing(published, capsys):

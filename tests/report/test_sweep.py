@@ -31,19 +31,20 @@ def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
         "model.max_relative_position=2",
         "model.max_relative_position=16",
     ]
+    assert [r.label for r in rows] == ["none", "Shaw k = 2", "Shaw k = 16"]
     table = markdown_table(rows)
-    k16 = next(line for line in table.splitlines() if "position=16" in line)
+    k16 = next(line for line in table.splitlines() if line.startswith("| Shaw k = 16 |"))
     assert "| 2 |" in k16  # two seeds
     assert "31.0 ± 1.4" in k16  # mean and sample standard deviation of 30 and 32
-    k2 = next(line for line in table.splitlines() if "position=2 |" in line)
-    assert "29.0" in k2 and "±" not in k2.split("|")[5]
+    k2 = next(line for line in table.splitlines() if line.startswith("| Shaw k = 2 |"))
+    assert "29.0" in k2 and "±" not in k2.split("|")[4]
 
 
 def test_cli_writes_table_and_plot(tmp_path, capsys):
     for k, bleu in [(0, 10.0), (1, 25.0), (4, 27.0), (64, 27.5)]:
         make_run(tmp_path, k, 1, bleu)
     assert main(["--significance", "none", str(tmp_path)]) == 0  # runs without a corpus
-    assert "k=4 a^K+a^V" in (tmp_path / "report.md").read_text()
+    assert "| Shaw k = 4 | 1 |" in (tmp_path / "report.md").read_text()
     png = tmp_path / "bleu_vs_k.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "written:" in capsys.readouterr().out
