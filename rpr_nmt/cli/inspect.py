@@ -23,13 +23,13 @@ from dataclasses import asdict, replace
 
 from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
-from rpr_nmt.export.inspect import (
+from rpr_nmt.inspection.figures import write_inspection
+from rpr_nmt.inspection.statistics import (
     InspectError,
     attention_mass,
     position_statistics,
     table_statistics,
 )
-from rpr_nmt.export.plots import write_inspection
 from rpr_nmt.model import build_model
 
 PROG = "rpr-nmt-inspect"

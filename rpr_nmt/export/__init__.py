@@ -1,10 +1,8 @@
-"""Deployment and analysis of trained models.
+"""Deployment of trained models (what a model learned is read by rpr_nmt/inspection).
 
     ctranslate2.py  export to CTranslate2 (check_exportable, build_spec, export_ctranslate2)
     positions.py    each position method onto the spec, and the one-line refusals
     decoding.py     our decoding rules as CTranslate2 translate_batch options
-    inspect.py      what each position method learned, the attention mass by distance (numbers)
-    plots.py        their PNG figures and index.md
 
 ctranslate2 is an optional dependency (pip install 'rpr-nmt[export]'): it is imported only when
 a model is exported or translated with it.

@@ -299,7 +299,7 @@ def attention_mass(
             if not torch.allclose(output.float(), result[0].float(), atol=1e-4, rtol=1e-3):
                 raise InspectError(
                     f"recomputed {stack} layer {layer} self-attention differs from the "
-                    "model's: rpr_nmt/export/inspect.py needs updating to the model code"
+                    "model's: rpr_nmt/inspection/statistics.py needs updating to the model code"
                 )
             by_distance = _mass_by_distance(alpha, ~query_padding[stack], W)  # (H, 2W + 1)
             if sums[stack] is None:

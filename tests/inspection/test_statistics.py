@@ -12,15 +12,14 @@ import torch
 from rpr_nmt.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from rpr_nmt.cli.inspect import main as inspect_main
 from rpr_nmt.data import EOS_ID
-from rpr_nmt.export.inspect import (
+from rpr_nmt.inspection.statistics import (
     attention_mass,
     attention_weights,
     position_statistics,
     table_statistics,
 )
 from rpr_nmt.model import build_model
-
-from .conftest import corpus, padded, tiny_config
+from tests.export.conftest import corpus, padded, tiny_config
 
 
 def model_of(**overrides):

@@ -13,7 +13,7 @@ Files written (per stack: encoder, decoder), each where the model has what it sh
     inspect.json                  every number in the figures (but the .npy matrix)
     index.md                      what each file shows, and a per-layer summary table
 
-Shapes as in inspect.py: H' heads per table (1 when shared), R = 2k + 1, L layers, W distances,
+Shapes as in statistics.py: H' heads per table (1 when shared), R = 2k + 1, L layers, W distances,
 U buckets, N learned positions.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from rpr_nmt.config import position_methods
-from rpr_nmt.export.inspect import (
+from rpr_nmt.inspection.statistics import (
     STACKS,
     AlibiSlopes,
     AttentionMass,
