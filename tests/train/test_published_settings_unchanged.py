@@ -1,0 +1,103 @@
+"""Every setting the published sweeps trained still trains bit-identically to the code that did.
+
+The position study (issue 34) reuses the published sinusoid, Shaw and "none" runs beside new cells,
+which is sound only if today's code trains those settings exactly as the code before the position
+axes did (commit d7f0f88). Each case trains 50 fp32 updates of transformer_tiny with seed 1 twice,
+on the same host: once with that commit's own tree (`git archive`) and once with this one, and
+asserts the same training losses and validation loss to the last digit. Skipped where git or the
+commit is not at hand (a source archive without history).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from tests.train.conftest import make_corpus
+
+BEFORE_AXES = "d7f0f88"  # the last commit before absolute_positions / relative_positions
+REPO = Path(__file__).resolve().parents[2]
+
+# Published settings, as their sweeps set them: FAST in make test, SLOW with -m slow.
+FAST = {
+    "sinusoid": ["positions=absolute"],
+    "shaw_k4": ["positions=relative_k4"],
+    "both": ["positions=both"],
+    "none": ["model.max_relative_position=0", "model.sinusoidal=false"],
+}
+SLOW = {
+    "shaw_k16": ["positions=relative_k16"],
+    "keys_only": ["positions=relative", "model.relative_values=false"],
+    "values_only": ["positions=relative", "model.relative_keys=false"],
+    "shared_heads": ["positions=relative", "model.share_relative_across_heads=true"],
+    "shared_layers": ["positions=relative_k16", "model.share_relative_across_layers=true"],
+    "post_norm": ["positions=both", "model.pre_norm=false", "model.tie_embeddings=false"],
+}
+CASES = [pytest.param(n, o, id=n) for n, o in FAST.items()]
+CASES += [pytest.param(n, o, id=n, marks=pytest.mark.slow) for n, o in SLOW.items()]
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True)
+
+
+def _has_commit(commit: str) -> bool:
+    return (
+        shutil.which("git") is not None
+        and not _git("cat-file", "-e", f"{commit}^{{commit}}").returncode
+    )
+
+
+@pytest.fixture(scope="module")
+def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package and configs of commit d7f0f88, unpacked from git."""
+    if not _has_commit(BEFORE_AXES):
+        pytest.skip(f"needs git and commit {BEFORE_AXES} (a clone with its history)")
+    archive = _git("archive", "--format=tar", BEFORE_AXES, "rpr_nmt", "configs")
+    assert archive.returncode == 0, archive.stderr.decode()
+    root = tmp_path_factory.mktemp("before_axes")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("corpus"), n_train=600)
+
+
+def train_losses(tree: Path, overrides: list[str], corpus: Path, out: Path) -> dict[str, list]:
+    """50 fp32 updates with `tree`'s code (the package imported from its folder): every loss."""
+    command = [
+        sys.executable, "-m", "rpr_nmt.cli.train",
+        "data=local", f"data.root={corpus}", f"data.cache_dir={out / 'cache'}",
+        "data.vocab_size=200", "model=transformer_tiny", "train.device=cpu",
+        "train.max_tokens=600", "train.warmup_steps=10", "train.schedule=inverse_sqrt",
+        "train.lr=0.003", "train.seed=1", "train.precision=fp32", "train.max_steps=50",
+        "train.log_every=1", "train.valid_every=50", "train.save_every=50",
+        "train.valid_bleu=false", "train.evaluate_at_end=false", f"hydra.run.dir={out / 'run'}",
+        *overrides,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{tree}: {done.stderr[-2000:]}"
+    records = [json.loads(line) for line in (out / "run" / "metrics.jsonl").open()]
+    return {kind: [r["loss"] for r in records if r["kind"] == kind] for kind in ("train", "valid")}
+
+
+@pytest.mark.parametrize("name, overrides", CASES)
+def test_a_published_setting_trains_as_before_the_axes(
+    name: str, overrides: list[str], old_tree: Path, corpus_root: Path, tmp_path: Path
+) -> None:
+    before = train_losses(old_tree, overrides, corpus_root, tmp_path / "before")
+    now = train_losses(REPO, overrides, corpus_root, tmp_path / "now")
+    assert len(before["train"]) == 50 and len(before["valid"]) == 1
+    assert now == before  # every loss equal as a float, not approximately
