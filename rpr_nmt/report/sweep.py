@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.config import position_methods
 from rpr_nmt.report.claims import (
     FULL_TEST_CLAIMS,
     claims_section,
@@ -107,6 +108,7 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     def order(row: Row) -> tuple:
         m = row.model
         return (
+            later_method_rank(m),
             m.get("max_relative_position", 0),
             not m.get("relative_keys", False),
             not m.get("relative_values", False),
@@ -118,6 +120,21 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
         row.label = label
     return ordered
+
+
+# The methods that followed Shaw's, in the order the docs introduce them: their rows come after
+# the paper's settings (sinusoid, Shaw's k and terms, none), which keep the order of its tables.
+LATER_METHODS = ("learned", "rope", "alibi", "t5")
+
+
+def later_method_rank(model: dict[str, Any]) -> int:
+    """0 for the paper's settings; 1 + the index in LATER_METHODS of a later relative method,
+    else of a later absolute one (a learned table)."""
+    absolute, relative = position_methods(model)
+    for method in (relative, absolute):
+        if method in LATER_METHODS:
+            return 1 + LATER_METHODS.index(method)
+    return 0
 
 
 def reference_row(rows: Sequence[Row], setting: str | None = None) -> Row:
