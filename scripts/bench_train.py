@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
-        [--variants relative absolute rope alibi t5 learned none]
+        [--variants relative absolute rope alibi t5 learned none] [--json PATH]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -15,7 +15,10 @@ Prints the host first (CPU capability, threads, the fp32 and bf16 matmul ceiling
 then one Markdown table, a row per precision and variant: median tokens/s with the share of the
 precision's matmul ceiling it reaches (training work per token counted by torch's FlopCounterMode
 on one update: matmuls and attention, padding included), the median of the per-round time ratios
-variant / absolute (the sinusoid) with their range, and peak memory.
+variant / absolute (the sinusoid) with their range, and peak memory. --json PATH writes the same
+figures as data, each row named as the reports name its setting (rpr_nmt.report.labels), with the
+host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
+holds them as speed.json (the speed of each method measured in one sitting, not in the sweep).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
 from rpr_nmt.model import build_model, resolve_device
 from rpr_nmt.precision import host_summary, matmul_ceilings
+from rpr_nmt.report.labels import method_label
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.monitor import peak_memory_mb
 from rpr_nmt.train.step import autocast_factory, train_step
@@ -181,6 +186,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--variants", nargs="+", default=["relative", BASELINE], choices=VARIANTS)
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON to PATH")
     parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
@@ -234,6 +240,42 @@ def main() -> None:
             f"{row['work'] / 1e6:.1f} | {row['ratio']:.3f} ({low:.3f}-{high:.3f}) | "
             f"{row['memory']:,.0f} MiB |"
         )
+    if args.json:
+        write_json(args.json, rows, configs, ceilings, host_summary(ceilings))
+
+
+def write_json(
+    path: Path,
+    rows: list[dict[str, Any]],
+    configs: dict[str, TrainJobConfig],
+    ceilings: dict[str, float],
+    host: str,
+) -> None:
+    """The sitting's figures as data: one record per precision and variant, named by its label."""
+    records = [
+        {
+            "label": method_label(asdict(configs[row["variant"]].model)),
+            "positions": VARIANTS[row["variant"]],
+            "precision": row["precision"],
+            "tokens_per_sec": round(row["speed"], 1),
+            "time_ratio_to_sinusoid": round(row["ratio"], 4),
+            "time_ratio_range": [round(x, 4) for x in row["range"]],
+            "mflop_per_token": round(row["work"] / 1e6, 2),
+            "peak_memory_mib": round(row["memory"], 1),
+        }
+        for row in rows
+    ]
+    sitting = {
+        "command": "python " + " ".join(["scripts/bench_train.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "host": host,
+        "ceilings_gflops": {k: round(v, 1) for k, v in ceilings.items()},
+        "torch": torch.__version__,
+        "rows": records,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(sitting, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

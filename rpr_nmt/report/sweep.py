@@ -48,6 +48,7 @@ from rpr_nmt.report.significance import (
     SeedOutput,
     compare_seedwise,
 )
+from rpr_nmt.report.speed import Speed, load_speed
 from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
 
 # Columns of the main table: (summary key, heading, decimals).
@@ -166,15 +167,22 @@ def _cell(values: list[float], decimals: int) -> str:
     return f"{mean:.{decimals}f} ± {spread:.{decimals}f}"
 
 
-def markdown_table(rows: Sequence[Row]) -> str:
-    """A markdown table, one row per setting: its label, seeds, then each metric as mean ± std."""
-    head = ["setting", "seeds"] + [h for _, h, _ in COLUMNS]
+def markdown_table(rows: Sequence[Row], speed: Speed | None = None) -> str:
+    """A markdown table, one row per setting: its label, seeds, then each metric as mean ± std.
+
+    With a benchmark sitting's figures (`speed`), its speed and memory columns replace the runs'
+    own tokens/s (rpr_nmt.report.speed), and a note under the table names the sitting.
+    """
+    columns = [c for c in COLUMNS if speed is None or c[0] != "train_tokens_per_sec"]
+    head = ["setting", "seeds"] + [h for _, h, _ in columns]
+    head += speed.headings() if speed else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row.label, str(len(row.runs))]
-        cells += [_cell(row.values(key), decimals) for key, _, decimals in COLUMNS]
+        cells += [_cell(row.values(key), decimals) for key, _, decimals in columns]
+        cells += speed.cells(row.label) if speed else []
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ("\n" + speed.note() if speed else "")
 
 
 def unfinished_note(sweep_dir: Path, runs: Sequence[Run]) -> str:
@@ -321,6 +329,7 @@ def write_report(
         )
     rows = group_runs(runs)
     base = reference_row(rows, baseline)
+    speed = load_speed(sweep_dir)
     # Everything is read and tested before anything is written: a failure leaves the folder as is.
     compared: dict[str, Comparison] = {}
     verdicts = []
@@ -334,7 +343,7 @@ def write_report(
         verdicts = judge_claims(FULL_TEST_CLAIMS, rows, by_baseline)
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"
     text += unfinished_note(sweep_dir, runs)
-    text += markdown_table(rows)
+    text += markdown_table(rows, speed)
     plot_path: Path | None = sweep_dir / "bleu_vs_k.png"
     if plot_bleu_against_k(rows, plot_path):
         text += f"\n![test BLEU against k]({plot_path.name})\n"
