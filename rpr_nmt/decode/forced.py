@@ -14,6 +14,7 @@ neither gets the same log-probability either way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.beam import StepDecoder
+from rpr_nmt.decode.ensemble import Ensemble
 from rpr_nmt.decode.translate import (
     TextTokenizer,
     decode_in_streams,
@@ -61,10 +63,21 @@ def reference_logprobs(
     Shapes:
         src (B, S), tgt_in (B, T), tgt_out (B, T) -> (B, T)
     """
+    if isinstance(model, Ensemble):
+        # log mean_m p_m(y): each member's distribution is normalised on its own, so the mean needs
+        # only every member's probability of the reference token, never the (M, B, T, V) stack.
+        each = torch.stack([_picked(m, src, tgt_in, tgt_out) for m in model.members])  # (M, B, T)
+        picked = torch.logsumexp(each, dim=0) - math.log(len(model.members))  # (B, T)
+    else:
+        picked = _picked(model, src, tgt_in, tgt_out)  # (B, T)
+    return picked.masked_fill(tgt_out.eq(pad_id), 0.0)
+
+
+def _picked(model: StepDecoder, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+    """log_softmax(logits_t)[y_t] of one model at every position, float32: (B, T)."""
     logits, _ = model.decode_step(tgt_in, model.encode(src), None)  # (B, T, V)
     lprobs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-    picked = lprobs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    return picked.masked_fill(tgt_out.eq(pad_id), 0.0)
+    return lprobs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
 
 
 def score_references(

@@ -126,6 +126,12 @@ def test_ensemble_forced_scores_are_the_log_mean_of_member_probabilities():
     both = reference_logprobs(Ensemble(members), src, tgt_in, tgt_out, pad_id=PAD)
     mean = torch.log((each[0].exp() + each[1].exp()) / 2).masked_fill(tgt_out.eq(PAD), 0.0)
     torch.testing.assert_close(both, mean, rtol=1e-5, atol=1e-5)
+    # Scoring reads only the members' reference probabilities; the search's full distribution
+    # (Ensemble.decode_step) gives the same values at the reference tokens.
+    ensemble = Ensemble(members)
+    full, _ = ensemble.decode_step(tgt_in, ensemble.encode(src), None)  # (B, T, V)
+    at_reference = full.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(both, at_reference.masked_fill(tgt_out.eq(PAD), 0.0))
 
 
 def test_translate_decodes_an_ensemble_like_a_model():
