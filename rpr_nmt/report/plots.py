@@ -48,6 +48,13 @@ def spread_points(
     return axis.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, **kw)
 
 
+def metric_name(metric: str) -> str:
+    """A summary key as a reader writes it: 'test_bleu' -> 'test BLEU', 'valid_chrf' -> 'valid
+    chrF'."""
+    split, _, name = metric.partition("_")
+    return f"{split} {dict(bleu='BLEU', chrf='chrF').get(name, name.replace('_', ' '))}"
+
+
 def plot_bleu_against_k(rows: Sequence[_Row], path: str | Path, metric: str = "test_bleu") -> bool:
     """BLEU against k on a log axis, k = 0 (no relative positions) in a panel of its own.
 
@@ -74,7 +81,7 @@ def plot_bleu_against_k(rows: Sequence[_Row], path: str | Path, metric: str = "t
             spread_points(axis, [k for k, _ in chosen], [v for _, v in chosen])
     ax0.set_xticks([0])
     ax0.set_xlabel("k = 0")
-    ax0.set_ylabel(metric.replace("_", " ") + " (dots: seeds; bars: ± sd)")
+    ax0.set_ylabel(metric_name(metric) + " (dots: seeds; bars: ± sd)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("clipping distance k (log scale)")
     ax.grid(True, alpha=0.3)
@@ -103,7 +110,7 @@ def plot_settings(rows: Sequence[_Row], path: str | Path, metric: str = "test_bl
     spreads = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in chosen]
     ax.errorbar(means, ys, xerr=spreads, fmt="o", capsize=3)
     ax.set_yticks(ys, [name for name, _ in chosen], fontsize=7)
-    ax.set_xlabel(metric.replace("_", " ") + " (dots: seeds; bars: mean ± sd)")
+    ax.set_xlabel(metric_name(metric) + " (dots: seeds; bars: mean ± sd)")
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

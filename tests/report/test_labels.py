@@ -78,3 +78,11 @@ def test_settings_with_the_same_methods_keep_what_tells_them_apart():
         "sinusoid",
     ]
     assert setting_labels(runs[2:3] + runs[4:]) == ["RoPE", "sinusoid"]
+
+
+def test_plot_axes_name_metrics_as_a_reader_does():
+    from rpr_nmt.report.plots import metric_name
+
+    assert metric_name("test_bleu") == "test BLEU"
+    assert metric_name("valid_chrf") == "valid chrF"
+    assert metric_name("train_tokens_per_sec") == "train tokens per sec"
