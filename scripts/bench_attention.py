@@ -193,27 +193,35 @@ def measure_peak(method, n, args):
     return json.loads(result.stdout.strip().splitlines()[-1])["peak"]
 
 
-def bench_core(args, device, dtype):
-    sizes = [2**p for p in range(5, 12) if 2**p <= args.max_n]
-    print(
-        f"\n## Attention core, forward + backward (H {H}, Dh {DH}, k {K}, ~{TOKENS} tokens/batch)"
-    )
-    print("| n | B | method | time ms | x none | peak MiB | extra peak over none MiB |")
+def bench_sizes(args, device, dtype, *, baseline, methods_at, steps_for, alternate) -> None:
+    """One table row per n and method: median time over interleaved rounds, then each method's
+    peak in a fresh process (measure_peak), both against `baseline`'s.
+
+    Args:
+        baseline: the method the x and extra-peak columns divide by.
+        methods_at: n -> the methods timed at that n.
+        steps_for: the methods -> {method: step(leaves, grad)}, one forward + backward.
+        alternate: reverse the order every other round (A B C, C B A, ...).
+    """
+    print(f"| n | B | method | time ms | x {baseline} | peak MiB | extra peak over {baseline} MiB",
+          "|")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
-    for n in sizes:
+    for n in [2**p for p in range(5, 12) if 2**p <= args.max_n]:
         leaves, grad = core_inputs(n, device, dtype)
-        methods = [m for m in METHODS if m != "materialised" or n <= args.max_materialised_n]
+        methods = methods_at(n)
+        steps = steps_for(methods)
         times = {m: [] for m in methods}
         for m in methods:  # warm-up
-            core_step(m, leaves, grad)
+            steps[m](leaves, grad)
         repeats = max(1, 256 // n) if not args.quick else 1
-        for _ in range(args.rounds):
-            for m in methods:
-                step = lambda m=m, x=leaves, g=grad: core_step(m, x, g)  # noqa: E731
+        for r in range(args.rounds):
+            order = methods[::-1] if alternate and r % 2 else methods
+            for m in order:
+                step = lambda s=steps[m], x=leaves, g=grad: s(x, g)  # noqa: E731
                 times[m].append(timed(step, device, repeats))
-        leaves = grad = None  # free them before the memory runs
+        leaves = grad = steps = None  # free them before the memory runs
         peaks = {m: measure_peak(m, n, args) for m in methods}
-        base_t, base_p = statistics.median(times["none"]), peaks["none"]
+        base_t, base_p = statistics.median(times[baseline]), peaks[baseline]
         for m in methods:
             t = statistics.median(times[m])
             row = [n, max(1, TOKENS // n), m, f"{t * 1e3:.2f}", f"{t / base_t:.2f}"]
@@ -221,34 +229,31 @@ def bench_core(args, device, dtype):
             print("| " + " | ".join(map(str, row)) + " |", flush=True)
 
 
+def bench_core(args, device, dtype):
+    print(
+        f"\n## Attention core, forward + backward (H {H}, Dh {DH}, k {K}, ~{TOKENS} tokens/batch)"
+    )
+    bench_sizes(
+        args, device, dtype, baseline="none", alternate=False,
+        methods_at=lambda n: [
+            m for m in METHODS if m != "materialised" or n <= args.max_materialised_n
+        ],
+        steps_for=lambda methods: {
+            m: (lambda x, g, m=m: core_step(m, x, g)) for m in methods
+        },
+    )  # fmt: skip
+
+
 def bench_positions(args, device, dtype):
-    sizes = [2**p for p in range(5, 12) if 2**p <= args.max_n]
     print(
         f"\n## Every position method's self-attention, forward + backward (H {H}, Dh {DH}, "
         f"~{TOKENS} tokens/batch, bidirectional, the method's term built in each step)"
     )
-    print("| n | B | method | time ms | x plain | peak MiB | extra peak over plain MiB |")
-    print("|---|---|---|---|---|---|---|")
-    for n in sizes:
-        leaves, grad = core_inputs(n, device, dtype)
-        steps = {m: PositionStep(m, device, dtype) for m in POSITION_METHODS}
-        times = {m: [] for m in POSITION_METHODS}
-        for m in POSITION_METHODS:  # warm-up
-            steps[m](leaves, grad)
-        repeats = max(1, 256 // n) if not args.quick else 1
-        for r in range(args.rounds):
-            order = POSITION_METHODS if r % 2 == 0 else POSITION_METHODS[::-1]
-            for m in order:
-                step = lambda s=steps[m], x=leaves, g=grad: s(x, g)  # noqa: E731
-                times[m].append(timed(step, device, repeats))
-        leaves = grad = steps = None  # free them before the memory runs
-        peaks = {m: measure_peak(m, n, args) for m in POSITION_METHODS}
-        base_t, base_p = statistics.median(times["plain"]), peaks["plain"]
-        for m in POSITION_METHODS:
-            t = statistics.median(times[m])
-            row = [n, max(1, TOKENS // n), m, f"{t * 1e3:.2f}", f"{t / base_t:.2f}"]
-            row += [f"{peaks[m] / 2**20:.0f}", f"{(peaks[m] - base_p) / 2**20:+.0f}"]
-            print("| " + " | ".join(map(str, row)) + " |", flush=True)
+    bench_sizes(
+        args, device, dtype, baseline="plain", alternate=True,
+        methods_at=lambda n: POSITION_METHODS,
+        steps_for=lambda methods: {m: PositionStep(m, device, dtype) for m in methods},
+    )  # fmt: skip
 
 
 def bench_layer(args, device, dtype):
