@@ -10,11 +10,12 @@ library as these dataclasses (OmegaConf.to_object): a YAML field leads to every 
     TrainConfig   configs/train/    optimiser, schedule, batching, checkpoints, time limit
     DecodeConfig  configs/decode/   beam search for validation, evaluation and translation
 
-TrainJobConfig, EvaluateJobConfig and TranslateJobConfig are the primary configs of
-rpr-nmt-train, rpr-nmt-evaluate and rpr-nmt-translate. This module imports neither Hydra nor
-OmegaConf: model, data and training code depend on it without depending on the command line.
-A checkpoint stores a TrainJobConfig as plain data (dataclasses.asdict); job_config_from_dict
-reads it back.
+TrainJobConfig, EvaluateJobConfig, TranslateJobConfig and ScoreJobConfig are the primary configs
+of rpr-nmt-train, rpr-nmt-evaluate, rpr-nmt-translate and rpr-nmt-score; the last three share the
+model's fields (ModelChoiceConfig) and evaluate and score the split's (SplitChoiceConfig). This
+module imports neither Hydra nor OmegaConf: model, data and training code depend on it without
+depending on the command line. A checkpoint stores a TrainJobConfig as plain data
+(dataclasses.asdict); job_config_from_dict reads it back.
 """
 
 from __future__ import annotations
@@ -144,28 +145,34 @@ class TrainJobConfig:
 
 
 @dataclass
-class EvaluateJobConfig:
-    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
-    # instead of checkpoint=: models decoded as an ensemble, each a checkpoint file or a run folder
+class ModelChoiceConfig:
+    """The model an inference command (evaluate, translate, score) uses: a checkpoint, several
+    averaged, or an ensemble."""
+
+    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before use
+    # instead of checkpoint=: models used as an ensemble, each a checkpoint file or a run folder
     ensemble: list[str] = field(default_factory=list)
     weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
-    split: str | None = None  # split to decode; null = the data config's test_split
+
+
+@dataclass
+class SplitChoiceConfig(ModelChoiceConfig):
+    """A model and the split of a corpus it reads (evaluate, score)."""
+
+    split: str | None = None  # the split; null = the data config's test_split
     data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
     data_root: str | None = None  # the corpus folder here, when it moved since training
+
+
+@dataclass
+class EvaluateJobConfig(SplitChoiceConfig):
     # more reference files for the split, line-aligned with it: multi-reference BLEU, chrF, TER
     extra_references: list[str] = field(default_factory=list)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
 @dataclass
-class ScoreJobConfig:
-    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before scoring
-    # instead of checkpoint=: models scored as an ensemble, each a checkpoint file or a run folder
-    ensemble: list[str] = field(default_factory=list)
-    weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
-    split: str | None = None  # split to score; null = the data config's test_split
-    data: DataConfig | None = None  # defaults to the data config stored in the checkpoint
-    data_root: str | None = None  # the corpus folder here, when it moved since training
+class ScoreJobConfig(SplitChoiceConfig):
     source: str | None = None  # a source file to score instead of a split (with reference=)
     reference: str | None = None  # its reference translations, line-aligned with source=
     pairs: str | None = None  # a file of `source ||| reference` lines instead; "-" = stdin
@@ -175,11 +182,7 @@ class ScoreJobConfig:
 
 
 @dataclass
-class TranslateJobConfig:
-    checkpoint: Any = MISSING  # a checkpoint path, or a list [a.pt,b.pt] averaged before decoding
-    # instead of checkpoint=: models decoded as an ensemble, each a checkpoint file or a run folder
-    ensemble: list[str] = field(default_factory=list)
-    weights: str = "ema"  # "ema": the weight average when the checkpoint has one; "raw": trained
+class TranslateJobConfig(ModelChoiceConfig):
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout
     decode: DecodeConfig = field(default_factory=DecodeConfig)

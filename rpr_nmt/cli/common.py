@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths
 from rpr_nmt.cli.config_store import to_job_config, unknown_settings
-from rpr_nmt.config import MISSING, DecodeConfig
+from rpr_nmt.config import MISSING, DecodeConfig, ModelChoiceConfig
 from rpr_nmt.data import DataError
 
 
@@ -68,7 +68,7 @@ class LoadedModel:
         return f"an ensemble of {len(self.ensemble)} models"
 
 
-def load_model(job: Any, device: Any) -> LoadedModel:
+def load_model(job: ModelChoiceConfig, device: Any) -> LoadedModel:
     """The model of `checkpoint=` (several files averaged), or the Ensemble of `ensemble=`
     (each member a file or a run folder, averaged as checkpoint= is), on `device`."""
     from rpr_nmt.checkpoint import load_ensemble_members, load_for_inference

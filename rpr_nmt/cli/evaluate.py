@@ -29,7 +29,7 @@ from rpr_nmt.cli.common import (
     load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
-from rpr_nmt.config import DataConfig, EvaluateJobConfig, ScoreJobConfig
+from rpr_nmt.config import DataConfig, EvaluateJobConfig, SplitChoiceConfig
 
 PROG = "rpr-nmt-evaluate"
 
@@ -87,7 +87,7 @@ def read_extra_references(path: str, n_lines: int) -> list[str]:
     return lines
 
 
-def data_config(job: EvaluateJobConfig | ScoreJobConfig, trained_on: DataConfig) -> DataConfig:
+def data_config(job: SplitChoiceConfig, trained_on: DataConfig) -> DataConfig:
     """The corpus to read: data=... when given, else the checkpoint's; at data_root when given.
 
     Raises:
