@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
-from rpr_nmt.report.claims import (
-    PAST_CAP_CLAIMS,
-    claims_section,
-    comparisons_needed,
-    is_sinusoid,
-    judge_claims,
-    save_verdicts,
-)
+from rpr_nmt.report.claims import PAST_CAP_CLAIMS, is_sinusoid
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
 from rpr_nmt.report.significance import (
@@ -38,6 +31,7 @@ from rpr_nmt.report.significance import (
 )
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
+from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
 LENGTH_CLAIMS_FILE = "length_claims.json"  # length_report.md's verdict as data, beside it

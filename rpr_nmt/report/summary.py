@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rpr_nmt.report.claims import ALL_CLAIMS, Verdict, load_verdicts
+from rpr_nmt.report.claims import ALL_CLAIMS
 from rpr_nmt.report.lengths import LENGTH_CLAIMS_FILE
 from rpr_nmt.report.sweep import CLAIMS_FILE
+from rpr_nmt.report.verdicts import Verdict, load_verdicts
 
 PAGE = "claims.md"
 

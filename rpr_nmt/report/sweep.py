@@ -20,14 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rpr_nmt.config import position_methods
-from rpr_nmt.report.claims import (
-    FULL_TEST_CLAIMS,
-    claims_section,
-    comparisons_needed,
-    is_reference,
-    judge_claims,
-    save_verdicts,
-)
+from rpr_nmt.report.claims import FULL_TEST_CLAIMS, is_reference
 from rpr_nmt.report.labels import method_label, setting_labels
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
 from rpr_nmt.report.runs import (
@@ -50,6 +43,7 @@ from rpr_nmt.report.significance import (
 )
 from rpr_nmt.report.speed import Speed, load_speed
 from rpr_nmt.report.stats import STATS_LEGEND, SeedStats, format_stats, seed_stats
+from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
 
 # Columns of the main table: (summary key, heading, decimals).
 COLUMNS = (

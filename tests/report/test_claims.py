@@ -23,16 +23,14 @@ from rpr_nmt.report.claims import (
     UNSEEN_CLAIM,
     UNSURE,
     _no_positions,
-    comparisons_needed,
     is_reference,
     is_sinusoid,
-    judge_claims,
-    outcome,
 )
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.report.runs import Run
 from rpr_nmt.report.significance import Comparison
 from rpr_nmt.report.sweep import Row
+from rpr_nmt.report.verdicts import comparisons_needed, judge_claims, outcome
 
 REFERENCE = {"max_relative_position": 16, "relative_keys": True, "relative_values": True}
 

@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.cli.report import main
-from rpr_nmt.report.claims import (
-    ALL_CLAIMS,
-    FAILS,
-    HOLDS,
-    UNSURE,
-    Verdict,
-    load_verdicts,
-    save_verdicts,
-)
+from rpr_nmt.report.claims import ALL_CLAIMS, FAILS, HOLDS, UNSURE
 from rpr_nmt.report.summary import claims_page, gather_verdicts
+from rpr_nmt.report.verdicts import Verdict, load_verdicts, save_verdicts
 
 COLLAPSE, FLAT, KEYS = ALL_CLAIMS[0], ALL_CLAIMS[1], ALL_CLAIMS[2]
 UNSEEN = ALL_CLAIMS[-1]
