@@ -127,27 +127,74 @@ def length_table(
     return caption + "\n".join(lines) + "\n", results
 
 
+def mean_differences(
+    results: dict[str, list[BucketScores]], baseline: str
+) -> dict[str, list[float | None]]:
+    """Per setting other than `baseline`, per bucket: its mean BLEU over seeds minus the
+    baseline's; None where either has no sentence in the bucket."""
+
+    def means(scores: list[BucketScores]) -> list[float | None]:
+        return [statistics.fmean(v) if v else None for v in bucket_values(scores)]
+
+    base = means(results[baseline])
+    return {
+        label: [None if m is None or b is None else m - b for m, b in zip(means(scores), base)]
+        for label, scores in results.items()
+        if label != baseline
+    }
+
+
+MARKERS = "osv^DPX*hp"  # one per setting, so that lines of the same colour family stay apart
+
+
 def plot_by_length(
-    results: dict[str, list[BucketScores]], path: str | Path, cap: int | None
+    results: dict[str, list[BucketScores]],
+    path: str | Path,
+    cap: int | None,
+    baseline: str | None = None,
 ) -> None:
     """One line per setting: BLEU against the source-length bucket (mean ± sd over seeds, a dot
-    per seed), the training cap marked."""
+    per seed), the training cap marked. With a `baseline` (a setting's label) and another
+    setting, a second panel gives each setting's mean BLEU minus the baseline's, bucket by
+    bucket: differences of a point are lost on the first panel's scale of 10 to 50 BLEU."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    labels = next(iter(results.values()))[0].labels
+    others = [label for label in results if label != baseline]
+    paired = baseline in results and bool(others)
+    fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(12, 4.2) if paired else (7, 3.8))
+    ax = axes[0] if paired else axes
     for i, (label, scores) in enumerate(results.items()):
         values = bucket_values(scores)
         xs = [j for j, v in enumerate(values) if v]
         shift = (i - (len(results) - 1) / 2) * 0.04  # settings side by side, not on top
-        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=label)
-    labels = next(iter(results.values()))[0].labels
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_xlabel("source length (BPE tokens)")
+        style = {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}"}  # both panels alike
+        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=label, **style)
     ax.set_ylabel("BLEU (dots: seeds; bars: ± sd)")
-    if cap is not None:
-        seen = [i for i, label in enumerate(labels) if int(label.split("-")[0].rstrip("+")) <= cap]
-        ax.axvline(max(seen) + 0.5, color="grey", linestyle="--", label=f"training cap ({cap})")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    panels = [ax]
+    if paired:
+        delta_ax = axes[1]
+        delta_ax.axhline(0.0, color="grey", linewidth=1, label=f"{baseline} (baseline)")
+        differences = mean_differences(results, baseline)
+        for i, label in enumerate(results):
+            if label == baseline:
+                continue
+            xs = [j for j, d in enumerate(differences[label]) if d is not None]
+            style = {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}"}
+            delta_ax.plot(xs, [differences[label][j] for j in xs], label=label, **style)
+        delta_ax.set_ylabel(f"BLEU minus {baseline}'s (means over seeds)")
+        panels.append(delta_ax)
+    for panel in panels:
+        panel.set_xticks(range(len(labels)), labels)
+        panel.set_xlabel("source length (BPE tokens)")
+        if cap is not None:
+            seen = [
+                i for i, label in enumerate(labels) if int(label.split("-")[0].rstrip("+")) <= cap
+            ]
+            panel.axvline(
+                max(seen) + 0.5, color="grey", linestyle="--", label=f"training cap ({cap})"
+            )
+        panel.grid(True, alpha=0.3)
+        panel.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -264,16 +311,16 @@ def write_length_report(
     bounds, splits = length_options(sweep_dir, bounds, splits)
     text, results = length_table(sweep_dir, bounds, splits)
     cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
-    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap)
-    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
     rows = group_runs(find_runs(sweep_dir))
     reference = reference_row(rows)
+    sinusoid = [row for row in rows if is_sinusoid(row.model)]
+    baseline = sinusoid[0] if sinusoid else reference
+    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap, baseline.label)
+    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
     verdicts = []
     if cap is not None and test:
         corpus = CorpusText()
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
-        sinusoid = [row for row in rows if is_sinusoid(row.model)]
-        baseline = sinusoid[0] if sinusoid else reference
         paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
         against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
         text += unseen_length_section(rows, outputs, baseline, against_baseline, cap, **paired)

@@ -45,7 +45,7 @@ def spread_points(
         axis.plot([x] * len(vs), vs, ".", color="grey", alpha=0.6, markersize=5)
     means = [statistics.fmean(v) for v in values]
     spreads = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
-    return axis.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, **kw)
+    return axis.errorbar(xs, means, yerr=spreads, **{"marker": "o", "capsize": 3, **kw})
 
 
 def metric_name(metric: str) -> str:

@@ -13,7 +13,13 @@ from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data import Tokenizer
 from rpr_nmt.data.bpe import train_bpe
-from rpr_nmt.report.lengths import bucket_labels, bucket_of
+from rpr_nmt.report.lengths import (
+    BucketScores,
+    bucket_labels,
+    bucket_of,
+    mean_differences,
+    plot_by_length,
+)
 
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 
@@ -83,6 +89,21 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     (tmp_path / "sweep" / "length_options.json").write_text("[1, 16]")
     assert main(["--by-length", str(tmp_path / "sweep")]) == 2
     assert "length_options.json: not an object" in capsys.readouterr().err
+
+
+def test_the_second_panel_gives_each_setting_against_the_baseline_bucket_by_bucket(tmp_path):
+    def seeds(*bleus):  # one BucketScores per seed over buckets 1-10, 11+
+        return [BucketScores(["1-10", "11+"], [5, 3], list(b)) for b in bleus]
+
+    results = {
+        "sinusoid": seeds((40.0, 20.0), (42.0, 22.0)),  # means 41, 21
+        "RoPE": seeds((41.0, 24.0), (43.0, 26.0)),  # means 42, 25
+        "ALiBi": seeds((39.0, None), (40.0, None)),  # no sentence past 10 in its runs
+    }
+    assert mean_differences(results, "sinusoid") == {"RoPE": [1.0, 4.0], "ALiBi": [-1.5, None]}
+    for baseline in ("sinusoid", None):  # two panels, or one without a baseline
+        plot_by_length(results, tmp_path / "plot.png", cap=10, baseline=baseline)
+        assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bounds_must_increase(capsys):
