@@ -2,13 +2,15 @@
 
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
-        [--variants relative absolute rope alibi t5 learned none] [--json PATH]
+        [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
+        [--json PATH]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
-is relative and absolute). All train on the same Multi30k En-De batches (data root $RPR_NMT_DATA,
-else ../shared/data) with the trainer's own update step (Adam, label-smoothed loss, clipping), in
-interleaved rounds (A B C ... then ... C B A), so that drift on a shared machine hits all alike.
+is relative and absolute). All train on the same batches of --data, a data= preset (Multi30k
+En-De by default; data root $RPR_NMT_DATA, else ../shared/data), with the trainer's own update
+step (Adam, label-smoothed loss, clipping), in interleaved rounds (A B C ... then ... C B A), so
+that drift on a shared machine hits all alike.
 Throughput counts non-padding source + target tokens per second of training updates. Peak memory
 is each variant's own: 3 updates in a fresh process (the resident set's high-water mark on CPU).
 Prints the host first (CPU capability, threads, the fp32 and bf16 matmul ceilings measured now),
@@ -69,12 +71,14 @@ def data_root() -> Path:
     raise SystemExit("Multi30k not found: set RPR_NMT_DATA to the folder holding multi30k/")
 
 
-def load_config(model: str, max_tokens: int, variant: str = BASELINE) -> TrainJobConfig:
-    """The composed job config: Multi30k En-De, the model preset with the variant's positions,
-    the default recipe."""
+def load_config(
+    model: str, max_tokens: int, variant: str = BASELINE, data: str = "multi30k_en_de"
+) -> TrainJobConfig:
+    """The composed job config: the data= preset, the model preset with the variant's
+    positions, the default recipe."""
     os.environ.setdefault("RPR_NMT_DATA", str(data_root()))
     overrides = [
-        "data=multi30k_en_de", f"model={model}", f"positions={VARIANTS[variant]}",
+        f"data={data}", f"model={model}", f"positions={VARIANTS[variant]}",
         f"train.max_tokens={max_tokens}",
     ]  # fmt: skip
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
@@ -169,7 +173,7 @@ def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str
     """Peak memory (MiB) of 3 updates of one variant in a process of its own."""
     command = [
         sys.executable, __file__, "--peak-of", variant, precision, "--model", args.model,
-        "--max-tokens", str(args.max_tokens), "--device", args.device,
+        "--max-tokens", str(args.max_tokens), "--device", args.device, "--data", args.data,
         "--threads", str(torch.get_num_threads()),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -186,6 +190,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--variants", nargs="+", default=["relative", BASELINE], choices=VARIANTS)
+    parser.add_argument("--data", default="multi30k_en_de", help="a data= preset (configs/data)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to PATH")
     parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
@@ -196,20 +201,20 @@ def main() -> None:
     device = resolve_device(args.device)
     if args.peak_of:
         variant, precision = args.peak_of
-        config = load_config(args.model, args.max_tokens, variant)
+        config = load_config(args.model, args.max_tokens, variant, args.data)
         batches, vocab_size, pad_id = fixed_batches(config, 3)
         Runner(config, vocab_size, pad_id, precision, device).run(batches)
         print(json.dumps({"peak": peak_memory_mb(device)}))
         return
     variants = list(dict.fromkeys([*args.variants, BASELINE]))  # the baseline always runs
-    configs = {v: load_config(args.model, args.max_tokens, v) for v in variants}
+    configs = {v: load_config(args.model, args.max_tokens, v, args.data) for v in variants}
     ceilings = matmul_ceilings()
     print(host_summary(ceilings), flush=True)
     config = configs[BASELINE]
     batches, vocab_size, pad_id = fixed_batches(config, max(args.rounds * args.steps, 2))
     per_batch = statistics.mean(b.n_src_tokens + b.n_tgt_tokens for b in batches)
     print(
-        f"{args.model} on Multi30k En-De, {device}, {torch.get_num_threads()} threads, "
+        f"{args.model} on {args.data}, {device}, {torch.get_num_threads()} threads, "
         f"max_tokens {args.max_tokens} ({per_batch:,.0f} non-pad src+tgt tokens per batch), "
         f"{args.rounds} rounds x {args.steps} updates, MALLOC_MMAP_MAX_="
         f"{os.environ.get('MALLOC_MMAP_MAX_', 'unset')}",
