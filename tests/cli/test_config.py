@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from tests.conftest import REPO
 
 GROUPS = {
     "data": DataConfig,
@@ -294,3 +295,30 @@ def test_the_demo_preset_is_cpu_short_where_bf16_is_native_and_its_fp32_branch_e
         assert asdict(replace(demo, precision="bf16", max_tokens=6000, warmup_steps=400)) == (
             asdict(cpu_short)
         )
+
+
+# The position study reuses published runs (docs/results.md): the study's command must compose, for
+# those settings, the configuration each published run recorded, key for key. Keys added since (the
+# later position methods' fields) are absent from the old records; the published code's losses are
+# checked by tests/train/test_published_settings_unchanged.py.
+STUDY_RECIPE = ["train=cpu_short", "train.max_time_minutes=null", "train.max_steps=1400"]
+SEED_1 = "train.seed=1,train=cpu_short"
+REUSED = {  # the study's positions= -> the published run it reuses (seed 1)
+    "absolute": f"absolute_vs_relative_multi30k_en_de/positions=absolute,{SEED_1}",
+    "relative": f"ablate_k_multi30k_en_de/model.max_relative_position=16,{SEED_1}",
+    "none": f"ablate_k_multi30k_en_de/model.max_relative_position=0,{SEED_1}",
+}
+
+
+@pytest.mark.parametrize("positions", list(REUSED))
+def test_the_position_study_composes_the_published_runs_it_reuses(positions):
+    recorded = REPO / "results" / REUSED[positions] / ".hydra" / "config.yaml"
+    if not recorded.is_file():
+        pytest.skip(f"{recorded} is not in this checkout")
+    published = yaml.safe_load(recorded.read_text())
+    study = ["experiment=compare_positions", f"positions={positions}", "train.seed=1"]
+    composed = OmegaConf.to_container(compose_job("train", study + STUDY_RECIPE), resolve=False)
+    for section in ("model", "train", "data", "decode"):
+        old, new = published[section], composed[section]
+        differing = {k: (v, new.get(k, "<absent>")) for k, v in old.items() if new.get(k) != v}
+        assert not differing, f"{section} of {REUSED[positions]}: recorded -> composed {differing}"
