@@ -92,6 +92,20 @@ def test_the_encoder_sees_word_order_unless_no_method_is_on(name):
     assert changed == (name != "none")
 
 
+@pytest.mark.parametrize("name", ["alibi", "rope", "t5", "learned"])
+def test_only_alibis_encoder_cannot_tell_left_from_right(name):
+    """ALiBi's encoder bias -m |i - j| is symmetric: a reversed source gives the reversed memory,
+    so the encoder alone cannot tell a sentence from its mirror image (docs/results.md, the
+    position study). Every other method sees direction."""
+    model = tiny(name, dropout=0.0, attention_dropout=0.0).eval()
+    src, _ = batch()
+    src = src[[0, 2]]  # no padding: a padded row's mirror would start with its padding
+    with torch.no_grad():
+        memory = model.encode(src).memory  # (B, S, D)
+        mirrored = model.encode(src.flip(1)).memory.flip(1)
+    assert torch.allclose(memory, mirrored, atol=1e-5) == (name == "alibi")
+
+
 @pytest.mark.parametrize("name", ["rope", "alibi", "t5"])
 def test_cross_attention_gets_no_position_term(name):
     model = tiny(name)
