@@ -13,9 +13,9 @@ calls) is put in one kind of work:
     softmax        softmax and its backward outside SDPA (our attention path)
     loss           the label-smoothed loss's blocks (log-sum-exp, exp, its float32 blocks)
     layer norm     layer norm forward and backward
-    dropout        the random bits and the masks' dtype conversion (rpr_nmt/model/dropout.py)
+    dropout        the random bits of our dropout, torch's Bernoulli draws (attention dropout)
     optimizer      everything under Optimizer.step (Adam), and the gradient norm and clipping
-    dtype copies   copy_, to, _to_copy outside the loss (autocast's casts in bf16)
+    dtype copies   copy_, to, _to_copy outside the loss (autocast's casts, dropout masks to float)
     elementwise    add, mul, div, gelu/relu, and the like
     indexing       embedding, gather, index_select, scatter and their backwards (position gathers)
     other          the rest, named
