@@ -96,19 +96,17 @@ def bucket_values(runs_scores: Sequence[BucketScores]) -> list[list[float]]:
 
 
 def length_table(
-    sweep_dir: str | Path,
+    rows: Sequence[Row],
     bounds: Sequence[int] = DEFAULT_BOUNDS,
     splits: Sequence[str] | None = None,
+    text: CorpusText | None = None,
 ) -> tuple[str, dict[str, list[BucketScores]]]:
     """Markdown table (one row per setting, one column per bucket) and the scores behind it:
     each setting's BucketScores, one per seed, by its label (rpr_nmt.report.labels).
 
-    Args: as score_by_length; sweep_dir holds the runs.
+    Args: as score_by_length; rows are the sweep's settings (group_runs), at least one.
     """
-    rows = group_runs(find_runs(sweep_dir))
-    if not rows:
-        raise FileNotFoundError(f"no finished runs under {sweep_dir}")
-    text = CorpusText()
+    text = text or CorpusText()
     results = {
         row.label: [score_by_length(run, bounds, splits, text) for run in row.runs] for row in rows
     }
@@ -159,16 +157,18 @@ def plot_by_length(
     bucket: differences of a point are lost on the first panel's scale of 10 to 50 BLEU."""
     plt = pyplot()
     labels = next(iter(results.values()))[0].labels
-    others = [label for label in results if label != baseline]
-    paired = baseline in results and bool(others)
+    paired = baseline in results and len(results) > 1
+
+    def style(i: int) -> dict[str, str]:  # setting i's marker and colour, alike in both panels
+        return {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}"}
+
     fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(12, 4.2) if paired else (7, 3.8))
     ax = axes[0] if paired else axes
     for i, (label, scores) in enumerate(results.items()):
         values = bucket_values(scores)
         xs = [j for j, v in enumerate(values) if v]
         shift = (i - (len(results) - 1) / 2) * 0.04  # settings side by side, not on top
-        style = {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}"}  # both panels alike
-        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=label, **style)
+        spread_points(ax, [x + shift for x in xs], [values[x] for x in xs], label=label, **style(i))
     ax.set_ylabel("BLEU (dots: seeds; bars: ± sd)")
     panels = [ax]
     if paired:
@@ -179,8 +179,7 @@ def plot_by_length(
             if label == baseline:
                 continue
             xs = [j for j, d in enumerate(differences[label]) if d is not None]
-            style = {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}"}
-            delta_ax.plot(xs, [differences[label][j] for j in xs], label=label, **style)
+            delta_ax.plot(xs, [differences[label][j] for j in xs], label=label, **style(i))
         delta_ax.set_ylabel(f"BLEU minus {baseline}'s (means over seeds)")
         panels.append(delta_ax)
     for panel in panels:
@@ -305,13 +304,16 @@ def write_length_report(
     one, the reference) and judges the claims on unseen lengths, each against the baseline it
     names (rpr_nmt.report.claims.PAST_CAP_CLAIMS).
 
-    Args: as length_table; bounds and splits None = as length_options; test and n_samples as
-        write_report.
+    Args: sweep_dir holds the runs; bounds and splits as score_by_length, None = as
+        length_options; test and n_samples as write_report.
     """
     bounds, splits = length_options(sweep_dir, bounds, splits)
-    text, results = length_table(sweep_dir, bounds, splits)
-    cap = find_runs(sweep_dir)[0].config["data"].get("max_train_source_tokens")
-    rows = group_runs(find_runs(sweep_dir))
+    runs = find_runs(sweep_dir)
+    rows, corpus = group_runs(runs), CorpusText()  # one read of each run and of the corpus
+    if not rows:
+        raise FileNotFoundError(f"no finished runs under {sweep_dir}")
+    text, results = length_table(rows, bounds, splits, corpus)
+    cap = runs[0].config["data"].get("max_train_source_tokens")
     reference = reference_row(rows)
     sinusoid = [row for row in rows if is_sinusoid(row.model)]
     baseline = sinusoid[0] if sinusoid else reference
@@ -319,7 +321,6 @@ def write_length_report(
     text += "\n![test BLEU by source length](bleu_by_length.png)\n"
     verdicts = []
     if cap is not None and test:
-        corpus = CorpusText()
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
         paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
         against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
