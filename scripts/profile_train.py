@@ -62,8 +62,11 @@ KINDS: dict[str, tuple[str, ...]] = {
                  "index_select", "index_add_", "scatter", "scatter_add_", "index", "index_put_",
                  "_index_put_impl_", "gather_backward", "scatter_add"),
 }  # fmt: skip
-LOSS_SCOPE = "_SmoothedCrossEntropy"  # rpr_nmt/train/loss.py's autograd function
-OPTIMIZER_SCOPE = "Optimizer.step"  # torch.optim's own profiler scope
+# Profiler scopes that take every non-matmul operator under them, first the stronger.
+SCOPES = {
+    "optimizer": "Optimizer.step",  # torch.optim's own profiler scope
+    "loss": "_SmoothedCrossEntropy",  # rpr_nmt/train/loss.py's autograd function
+}
 
 
 def kind_of(name: str, scope: str) -> str:
@@ -78,14 +81,14 @@ def kind_of(name: str, scope: str) -> str:
     return "other"
 
 
-def inside(event, needle: str) -> bool:
-    """Whether `event` runs under a profiler scope whose name contains `needle`."""
-    parent = event.cpu_parent
+def scope_of(event) -> str:
+    """ "optimizer" or "loss" when `event` runs under that profiler scope (the optimizer's when
+    under both), else ""."""
+    scopes, parent = set(), event.cpu_parent
     while parent is not None:
-        if needle in parent.name:
-            return True
+        scopes |= {scope for scope, name in SCOPES.items() if name in parent.name}
         parent = parent.cpu_parent
-    return False
+    return next((scope for scope in SCOPES if scope in scopes), "")
 
 
 def profile_variant(runner: Runner, batches: list, steps: int) -> tuple[dict, dict, float]:
@@ -99,10 +102,7 @@ def profile_variant(runner: Runner, batches: list, steps: int) -> tuple[dict, di
     for event in prof.events():
         if not event.name.startswith("aten::") or event.self_cpu_time_total <= 0:
             continue
-        scope = "loss" if inside(event, LOSS_SCOPE) else ""
-        if inside(event, OPTIMIZER_SCOPE):
-            scope = "optimizer"
-        kind = kind_of(event.name, scope)
+        kind = kind_of(event.name, scope_of(event))
         by_kind[kind] += event.self_cpu_time_total
         by_op[f"{event.name} ({kind})"] += event.self_cpu_time_total
     return by_kind, by_op, seconds
