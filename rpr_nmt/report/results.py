@@ -46,22 +46,26 @@ def collect_run(run: Run, target: Path, text: CorpusText) -> list[str]:
     Returns:
         Warnings (a split whose lengths could not be computed); empty when all went well.
     """
+    # Source lengths first: they read the corpus, and a missing corpus should leave no half copy.
+    lengths: dict[str, str] = {}  # split -> the lengths file's text
     warnings = []
+    checkpoint = run.path / "checkpoints" / "last.pt"
+    for hyp in sorted(run.path.glob("hyp_*.txt")):
+        split = hyp.stem.removeprefix("hyp_")
+        if lengths_file(run.path, split).is_file():  # collected before: keep its lengths
+            lengths[split] = lengths_file(run.path, split).read_text()
+        elif checkpoint.is_file():
+            counts = bpe_lengths(text.parallel(run, split)[0], checkpoint)
+            lengths[split] = "".join(f"{n}\n" for n in counts)
+        else:
+            warnings.append(f"{run.path}: no checkpoints/last.pt, so no source lengths for {split}")
     for pattern in ARTEFACTS:
         for path in sorted(run.path.glob(pattern)):
             destination = target / path.relative_to(run.path)
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, destination)
-    checkpoint = run.path / "checkpoints" / "last.pt"
-    for hyp in sorted(run.path.glob("hyp_*.txt")):
-        split = hyp.stem.removeprefix("hyp_")
-        if lengths_file(run.path, split).is_file():  # collected before: keep its lengths
-            shutil.copyfile(lengths_file(run.path, split), lengths_file(target, split))
-        elif checkpoint.is_file():
-            lengths = bpe_lengths(text.parallel(run, split)[0], checkpoint)
-            lengths_file(target, split).write_text("".join(f"{n}\n" for n in lengths))
-        else:
-            warnings.append(f"{run.path}: no checkpoints/last.pt, so no source lengths for {split}")
+    for split, counts_text in lengths.items():
+        lengths_file(target, split).write_text(counts_text)
     return warnings
 
 

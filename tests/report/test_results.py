@@ -106,6 +106,20 @@ def test_collect_copies_the_small_artefacts_and_the_source_lengths(published, tm
     assert "${oc.env:RPR_NMT_DATA,data}/tiny" in config  # the data root stays portable
 
 
+def test_collect_without_the_corpus_says_where_and_copies_nothing(
+    published, tmp_path, monkeypatch, capsys
+):
+    # The source lengths read the corpus: without RPR_NMT_DATA it is not found, and the run's
+    # folder under results/ must not be left half copied (its scores without its lengths).
+    sweep, _, _ = published
+    monkeypatch.setenv("RPR_NMT_DATA", str(tmp_path / "elsewhere"))
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "is not found" in err and "RPR_NMT_DATA" in err
+    assert not results.exists()
+
+
 def test_tables_regenerate_from_the_results_alone(published, tmp_path):
     sweep, _, tokenizer = published
     results = tmp_path / "results" / "demo"
