@@ -13,8 +13,9 @@
 #
 #   env     versions, GPU, packages: env.txt
 #   tests   pytest -m gpu: gpu_tests.log
-#   speed   training tokens/s relative vs absolute (transformer_base, bf16 and fp16, ~25k-token batches), the
-#           attention core up to n = 4096, beam-4 decoding: speed_*.md
+#   speed   training tokens/s of VARIANTS (default relative absolute; any of bench_train.py's position
+#           methods) on transformer_base, bf16 and fp16, ~25k-token batches; the attention core and
+#           every method's self-attention up to n = 4096; beam-4 decoding: speed_*.md
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -64,8 +65,8 @@ stage_speed() {
   local rounds=${ROUNDS:-5}
   "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
     --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} --rounds "$rounds" \
-    --steps "${BENCH_STEPS:-10}" \
-    2>&1 | tee "$SITTING/speed_train.md" | tail -12
+    --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
+    2>&1 | tee "$SITTING/speed_train.md" | tail -16
   "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
     --rounds "$rounds" 2>&1 | tee "$SITTING/speed_attention.md" | tail -30
   "$PY" scripts/bench_decode.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \

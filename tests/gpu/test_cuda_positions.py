@@ -1,0 +1,105 @@
+"""Every position method on CUDA (pytest -m gpu on a GPU machine): forward and backward against
+the CPU in float32, cached decoding against the full forward, and a bf16 forward near float32.
+
+Without CUDA every test here is skipped with the reason. TF32 stays off (tests/gpu/test_cuda.py),
+so CUDA and CPU compute the same float32 arithmetic up to summation order; sequences are longer
+than FEW_QUERIES, so that the encoder and the decoder's training forward take the fused kernel
+wherever the method allows it (every method but Shaw's and T5's).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rpr_nmt.config import ModelConfig
+from rpr_nmt.model import build_model
+from rpr_nmt.model.attention_kernels import FEW_QUERIES
+
+from .test_cuda import _no_tf32  # noqa: F401  (an autouse fixture: TF32 off here too)
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs a CUDA device: run pytest -m gpu on a GPU"
+    ),
+]
+
+CUDA = torch.device("cuda")
+VOCAB, PAD = 31, 0
+TINY = dict(
+    d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0,
+    attention_dropout=0.0, pre_norm=True, max_relative_position=0, sinusoidal=False,
+)  # fmt: skip
+# Each method of the position study as configs/positions/ sets it (tables shrunk to the toy size).
+METHODS = {
+    "sinusoid": dict(sinusoidal=True, relative_positions="none"),
+    "shaw": dict(max_relative_position=4),
+    "learned": dict(absolute_positions="learned", relative_positions="none", max_positions=64),
+    "none": dict(absolute_positions="none", relative_positions="none"),
+    "rope": dict(absolute_positions="none", relative_positions="rope"),
+    "alibi": dict(absolute_positions="none", relative_positions="alibi"),
+    "t5": dict(absolute_positions="none", relative_positions="t5", t5_num_buckets=8,
+               t5_max_distance=12, share_relative_across_layers=True),
+}  # fmt: skip
+
+
+def tiny(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(ModelConfig(**{**TINY, **METHODS[name]}), vocab_size=VOCAB, pad_id=PAD)
+
+
+def batch(n: int = 3, s: int = 2 * FEW_QUERIES + 5, t: int = 2 * FEW_QUERIES + 3):
+    """src (n, s) with padding in two rows, tgt (n, t); both past the few-query path."""
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, VOCAB, (n, s), generator=g)
+    src[1, -3:] = src[2, -1:] = PAD
+    return src, torch.randint(4, VOCAB, (n, t), generator=g)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_forward_and_backward_on_cuda_equal_the_cpu(name):
+    src, tgt = batch()
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = tiny(name).to(device)
+        logits = model(src.to(device), tgt.to(device))  # (B, T, V)
+        weights = torch.linspace(-1, 1, logits.numel(), device=device).view_as(logits)
+        (logits * weights).sum().backward()
+        grads = {k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None}
+        results[device] = logits.detach().cpu(), grads
+    torch.testing.assert_close(results["cuda"][0], results["cpu"][0], atol=2e-5, rtol=1e-4)
+    assert results["cuda"][1].keys() == results["cpu"][1].keys()
+    for key, grad in results["cpu"][1].items():
+        torch.testing.assert_close(results["cuda"][1][key], grad, atol=5e-5, rtol=1e-4, msg=key)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_cached_decoding_on_cuda_equals_the_full_forward(name):
+    """One target at a time, then a block after a cached prefix, against the full forward."""
+    model = tiny(name).to(CUDA).eval()
+    src, tgt = (x.to(CUDA) for x in batch())
+    with torch.no_grad():
+        full = model(src, tgt)  # (B, T, V)
+        memory = model.encode(src)
+        steps, cache = [], None
+        for t in range(tgt.size(1)):
+            logits, cache = model.decode_step(tgt[:, t : t + 1], memory, cache)
+            steps.append(logits)
+        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-4, atol=2e-5)
+        head, cache = model.decode_step(tgt[:, :5], memory, None)
+        tail, _ = model.decode_step(tgt[:, 5:], memory, cache)
+        torch.testing.assert_close(torch.cat([head, tail], 1), full, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_bf16_autocast_forward_on_cuda_stays_near_float32(name):
+    """bf16 operands: relative error of the logits between 1e-3 and 1e-2, never NaN."""
+    model = tiny(name).to(CUDA).eval()
+    src, tgt = (x.to(CUDA) for x in batch())
+    with torch.no_grad():
+        reference = model(src, tgt).double()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            low = model(src, tgt).double()
+    assert torch.isfinite(low).all()
+    assert ((low - reference).norm() / reference.norm()).item() < 2e-2
