@@ -206,7 +206,7 @@ def bench_sizes(args, device, dtype, *, baseline, methods_at, steps_for, alterna
     print(f"| n | B | method | time ms | x {baseline} | peak MiB | extra peak over {baseline} MiB",
           "|")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
-    for n in [2**p for p in range(5, 12) if 2**p <= args.max_n]:
+    for n in [2**p for p in range(5, args.max_n.bit_length()) if 2**p <= args.max_n]:
         leaves, grad = core_inputs(n, device, dtype)
         methods = methods_at(n)
         steps = steps_for(methods)

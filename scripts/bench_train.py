@@ -159,6 +159,13 @@ def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rou
             + ", ".join(f"{v} {speed[v][-1]:,.0f} tok/s ({ratios[v][-1]:.3f})" for v in runners),
             flush=True,
         )
+    if torch.device(device).type == "cuda":  # cudaFree + retry when the cache runs out: a stall
+        stats = torch.cuda.memory_stats()
+        print(
+            f"  {precision}: allocator retries {stats.get('num_alloc_retries', 0)}, reserved "
+            f"{stats.get('reserved_bytes.all.peak', 0) / 2**30:.1f} GiB at peak",
+            flush=True,
+        )
     return [
         {
             "precision": precision, "variant": v, "speed": statistics.median(speed[v]),
