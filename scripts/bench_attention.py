@@ -15,6 +15,8 @@ padding), each as the model runs it, the method's own term built inside the step
     t5            a learned bias (H, n, n) on relative_attention's own path (the model's choice)
     t5 via SDPA   the same bias as SDPA's float mask with gradients (the alternative measured)
     shaw          k = 16, a^K + a^V, per-head tables (part 1's aK+aV with the model's tables)
+    ... by gather on CUDA only: t5 and shaw by gather / scatter-add, as on the CPU, where the
+                  model builds them per diagonal (attention_kernels.Diagonals)
 Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
 with and without relative terms (k = 16, a^K + a^V, per-head tables), timed interleaved A/B;
 the figure is the median of per-round time ratios (the host is shared and drifts).
@@ -44,6 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rpr_nmt.model import attention_kernels  # noqa: E402
 from rpr_nmt.model.attention import relative_attention, relative_position_index  # noqa: E402
 from rpr_nmt.model.attention_kernels import fused_attention  # noqa: E402
 from rpr_nmt.model.layers import EncoderLayer  # noqa: E402
@@ -55,6 +58,9 @@ from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 POSITION_METHODS = ["plain", "rope", "alibi", "t5", "t5 via SDPA", "shaw"]
+# On CUDA, where t5 and shaw build their terms per diagonal (attention_kernels.Diagonals), also
+# the gather / scatter-add forms the CPU uses, for the A/B.
+BY_GATHER = ["t5 by gather", "shaw by gather"]
 H, DH, K, TOKENS = 8, 64, 16, 4096
 
 
@@ -114,8 +120,17 @@ class PositionStep:
         self.t5.to(device, dtype)
 
     def __call__(self, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
+        if self.method.endswith(" by gather"):
+            devices, attention_kernels.DIAGONAL_DEVICES = attention_kernels.DIAGONAL_DEVICES, ()
+            try:
+                return self.step(self.method.removesuffix(" by gather"), leaves, grad)
+            finally:
+                attention_kernels.DIAGONAL_DEVICES = devices
+        return self.step(self.method, leaves, grad)
+
+    def step(self, m: str, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
         q, k, v = leaves[:3]
-        n, m = q.size(-2), self.method
+        n = q.size(-2)
         if m == "plain":
             out = relative_attention(q, k, v)
         elif m == "rope":
@@ -251,7 +266,7 @@ def bench_positions(args, device, dtype):
     )
     bench_sizes(
         args, device, dtype, baseline="plain", alternate=True,
-        methods_at=lambda n: POSITION_METHODS,
+        methods_at=lambda n: POSITION_METHODS + (BY_GATHER if device.type == "cuda" else []),
         steps_for=lambda methods: {m: PositionStep(m, device, dtype) for m in methods},
     )  # fmt: skip
 

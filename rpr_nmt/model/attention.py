@@ -23,7 +23,8 @@ see only R distinct table rows, so they are computed per row, never through an (
 
 Memory: O(Tq Tk) for the attention matrix (as in plain attention) plus O(Tq R); never O(Tq Tk Dh).
 The speed work around these equations lives in attention_kernels.py (PyTorch's fused kernel when
-no table is used, tables sliced to the rows that occur, the mask of hidden keys); projections,
+no table is used, tables sliced to the rows that occur, on CUDA both terms built per diagonal
+j - i instead of by gather and scatter-add, the mask of hidden keys); projections,
 tables and the decoding cache in multihead.py and cache.py.
 """
 
@@ -35,7 +36,10 @@ import torch
 from torch import Tensor
 
 from rpr_nmt.model.attention_kernels import (
+    Diagonals,
+    PairRows,
     TableWindow,
+    diagonals_apply,
     fused_attention,
     fused_kernel_applies,
     hidden_keys,
@@ -133,8 +137,11 @@ def relative_attention(
         # count r_ij from the first row.
         window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
         rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
-        r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
-        r = window.shift(r).expand(B, H, Tq, Tk)  # a view: one index for every row and head
+        if diagonals_apply(q.device, Tq):  # on CUDA, r_ij per diagonal j - i: no scatter-adds
+            r = Diagonals.of_table(Tq, Tk, max_relative_position, q_offset, window)
+        else:
+            r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
+            r = PairRows(window.shift(r).expand(B, H, Tq, Tk))  # a view: one index for all
 
     q = q * (1.0 / math.sqrt(Dh))  # the 1 / sqrt(Dh) of eq. 4, folded into q once
 
@@ -148,7 +155,7 @@ def relative_attention(
     if rel_keys is not None:
         heads = "h" if rel_keys.dim() == 3 else ""  # per-head tables, or one shared by all heads
         q_dot_wk = torch.einsum(f"bhqd,{heads}rd->bhqr", q, rel_keys)  # (B, H, Tq, R')
-        logits += q_dot_wk.gather(-1, r)  # (B, H, Tq, Tk); in place: one n^2 buffer less
+        logits += r.pick(q_dot_wk)  # (B, H, Tq, Tk); in place: one n^2 buffer less
 
     # (3) Softmax over keys (alpha_ij); hidden keys (future, padding) get exactly zero weight.
     if hidden is not None:
@@ -163,7 +170,6 @@ def relative_attention(
     # where bucket_ir sums alpha_ij over the keys j at table row r.
     if rel_values is not None:
         heads = "h" if rel_values.dim() == 3 else ""
-        buckets = alpha.new_zeros(B, H, Tq, rel_values.size(-2))  # (B, H, Tq, R')
-        buckets = buckets.scatter_add(-1, r, alpha)  # (B, H, Tq, R')
+        buckets = r.bucket_sum(alpha, rel_values.size(-2))  # (B, H, Tq, R')
         z += torch.einsum(f"bhqr,{heads}rd->bhqd", buckets, rel_values)  # (B, H, Tq, Dh)
     return z

@@ -6,6 +6,16 @@
   Slicing w^K, w^V to them makes both position terms cheaper: a causal decoder only uses rows
   -k..0, and sequences shorter than k fewer than 2k + 1 rows.
 - hidden_keys: the boolean mask of the keys a query must not see (future keys, padding).
+- Diagonals: on CUDA, the relative terms without scatter-adds. Gathering q . w^K^T by r_ij and
+  bucket-summing alpha into R columns both accumulate Tq x Tk values into a few columns per row
+  (in the backward or the forward pass), which a GPU serialises on atomic adds (an H100,
+  2026-11-26: a^K + a^V took 32x plain SDPA's time at n = 2048, T5's bias 1,474x; see
+  docs/performance.md). Every pair (i, j) lies on one diagonal m = j - i + Tq - 1, and the table
+  row depends on m alone, so the terms can be built per diagonal: a strided view spreads (Tq, L)
+  diagonals over the (Tq, Tk) pairs, padding and a view collect them back, and the diagonals of a
+  clipped edge row are an expand forward and a sum backward. The same values in another
+  summation order: forward logits equal bit for bit, sums equal to rounding
+  (tests/model/test_diagonals.py).
 
 Shape legend: as in attention.py (B batch, H heads, Tq / Tk query / key lengths, Dh head dim).
 """
@@ -18,10 +28,28 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["TableWindow", "fused_attention", "fused_kernel_applies", "hidden_keys"]
+__all__ = [
+    "Diagonals",
+    "PairRows",
+    "TableWindow",
+    "diagonals_apply",
+    "fused_attention",
+    "fused_kernel_applies",
+    "hidden_keys",
+]
 
 # Up to this many queries per batch row take relative_attention's own path, not SDPA.
 FEW_QUERIES = 8
+
+
+# Devices whose relative terms go through Diagonals (above); elsewhere gather and scatter_add,
+# which the CPU runs without atomics (and the published CPU sweeps were trained with).
+DIAGONAL_DEVICES = ("cuda",)
+
+
+def diagonals_apply(device: torch.device, q_len: int) -> bool:
+    """Whether the relative terms of q_len queries on `device` are built per diagonal."""
+    return device.type in DIAGONAL_DEVICES and q_len >= 2
 
 
 def fused_kernel_applies(q_len: int, *, relative: bool) -> bool:
@@ -139,3 +167,101 @@ def hidden_keys(
         padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         hidden = padding if hidden is None else hidden | padding  # (B, 1, Tq, Tk)
     return hidden
+
+
+class PairRows(NamedTuple):
+    """r_ij as an index (B, H, Tq, Tk) into the R table rows: gather and scatter_add."""
+
+    index: Tensor
+
+    def pick(self, per_row: Tensor) -> Tensor:
+        """(B, H, Tq, R) -> (B, H, Tq, Tk): per_row[..., i, r_ij]."""
+        return per_row.gather(-1, self.index)
+
+    def bucket_sum(self, weights: Tensor, rows: int) -> Tensor:
+        """(B, H, Tq, Tk) -> (B, H, Tq, R): sum over j of weights[..., i, j] at r_ij."""
+        buckets = weights.new_zeros(*weights.shape[:-1], rows)
+        return buckets.scatter_add(-1, self.index, weights)
+
+
+class Diagonals(NamedTuple):
+    """The L = Tq + Tk - 1 diagonals of a (Tq, Tk) block: pair (i, j) lies on m = j - i + Tq - 1.
+
+    lo and hi: how many diagonals share the first and the last of the R table rows (the clipped
+    offsets); every row between them has one diagonal of its own. With R = 1 all share row 0 (hi
+    0). Only expand_rows, sum_rows and what calls them read lo and hi; spread and collect do not.
+    """
+
+    q_len: int
+    k_len: int
+    lo: int = 0
+    hi: int = 0
+
+    @classmethod
+    def of(cls, q_len: int, k_len: int, rows: Tensor) -> Diagonals:
+        """From the table row of every diagonal: rows (L,), non-decreasing by steps of 0 or 1."""
+        if q_len < 2:
+            raise ValueError(f"Diagonals need at least 2 queries, got {q_len}")
+        last = int(rows[-1])
+        lo, hi = int((rows == 0).sum()), int((rows == last).sum())
+        if last > 0 and lo + hi + last - 1 != rows.numel():
+            raise ValueError(f"table rows by diagonal must step by 0 or 1 between the ends: {rows}")
+        return cls(q_len, k_len, lo, hi if last > 0 else 0)
+
+    @classmethod
+    def of_table(
+        cls, q_len: int, k_len: int, max_relative_position: int, q_offset: int, window: TableWindow
+    ) -> Diagonals:
+        """Shaw's rows: diagonal m holds offset j - i = m - (Tq - 1) at query offset q_offset."""
+        k = max_relative_position
+        offset = torch.arange(q_len + k_len - 1) - (q_len - 1 + q_offset)  # (L,)
+        return cls.of(q_len, k_len, window.shift(offset.clamp(-k, k) + k))
+
+    @property
+    def length(self) -> int:
+        return self.q_len + self.k_len - 1
+
+    def expand_rows(self, per_row: Tensor) -> Tensor:
+        """(..., R) -> (..., L): each diagonal's row; an edge row's diagonals are an expand."""
+        R, shape = per_row.size(-1), per_row.shape[:-1]
+        if R == 1:
+            return per_row.expand(*shape, self.length)
+        first = per_row[..., :1].expand(*shape, self.lo)
+        last = per_row[..., R - 1 :].expand(*shape, self.hi)
+        return torch.cat([first, per_row[..., 1 : R - 1], last], dim=-1)  # (..., L)
+
+    def sum_rows(self, per_diagonal: Tensor) -> Tensor:
+        """(..., L) -> (..., R): the sum over each row's diagonals (expand_rows' transpose)."""
+        if self.hi == 0:
+            return per_diagonal.sum(-1, keepdim=True)
+        L = self.length
+        first = per_diagonal[..., : self.lo].sum(-1, keepdim=True)
+        last = per_diagonal[..., L - self.hi :].sum(-1, keepdim=True)
+        return torch.cat([first, per_diagonal[..., self.lo : L - self.hi], last], dim=-1)
+
+    def spread(self, per_diagonal: Tensor) -> Tensor:
+        """(..., Tq, L) -> (..., Tq, Tk): out[..., i, j] = per_diagonal[..., i, j - i + Tq - 1].
+
+        In the flat (Tq * L) buffer that element sits at i (L - 1) + j + Tq - 1: rows of stride
+        L - 1 from offset Tq - 1, a view without a copy (its backward a slice, no scatter).
+        """
+        Tq, Tk, L = self.q_len, self.k_len, self.length
+        flat = per_diagonal.reshape(*per_diagonal.shape[:-2], Tq * L)
+        return flat[..., Tq - 1 : Tq - 1 + Tq * (L - 1)].unflatten(-1, (Tq, L - 1))[..., :Tk]
+
+    def pick(self, per_row: Tensor) -> Tensor:
+        """(B, H, Tq, R) -> (B, H, Tq, Tk): per_row[..., i, r_ij], as PairRows.pick."""
+        return self.spread(self.expand_rows(per_row))
+
+    def bucket_sum(self, weights: Tensor, rows: int) -> Tensor:
+        """(B, H, Tq, Tk) -> (B, H, Tq, R): as PairRows.bucket_sum, by diagonal."""
+        buckets = self.sum_rows(self.collect(weights))
+        assert buckets.size(-1) == rows, (buckets.shape, rows)
+        return buckets
+
+    def collect(self, pairs: Tensor) -> Tensor:
+        """(..., Tq, Tk) -> (..., Tq, L): every pair on its diagonal, zeros elsewhere (spread's
+        transpose), by the same flat layout built with padding."""
+        Tq, Tk, L = self.q_len, self.k_len, self.length
+        rows = F.pad(pairs, (0, L - 1 - Tk)).flatten(-2)  # (..., Tq * (L - 1))
+        return F.pad(rows, (Tq - 1, 1)).unflatten(-1, (Tq, L))  # (..., Tq, L)

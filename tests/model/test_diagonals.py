@@ -1,0 +1,157 @@
+"""The relative terms built per diagonal (attention_kernels.Diagonals, CUDA's path) against gather
+and scatter_add (the CPU's): the same values, forward and backward, for Shaw's a^K and a^V and
+T5's bias. Run on the CPU by adding it to DIAGONAL_DEVICES."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rpr_nmt.config import ModelConfig
+from rpr_nmt.model import attention_kernels, build_model, relative_attention
+from rpr_nmt.model.attention import relative_position_index
+from rpr_nmt.model.attention_kernels import Diagonals, PairRows, TableWindow, diagonals_apply
+from rpr_nmt.model.positions.t5 import T5Bias
+
+B, H, DH = 2, 3, 4
+
+
+def test_the_cpu_keeps_gather_and_cuda_takes_diagonals_from_two_queries():
+    assert not diagonals_apply(torch.device("cpu"), 50)
+    assert diagonals_apply(torch.device("cuda"), 2)
+    assert not diagonals_apply(torch.device("cuda"), 1)  # one query: one row, nothing to spread
+
+
+@pytest.mark.parametrize("tq,tk", [(2, 2), (5, 3), (3, 7), (9, 9)])
+def test_spread_and_collect_place_pair_i_j_on_diagonal_j_minus_i(tq, tk):
+    d = Diagonals(tq, tk)
+    per_diagonal = torch.randn(B, tq, d.length)
+    pairs = torch.randn(B, tq, tk)
+    spread, collected = d.spread(per_diagonal), d.collect(pairs)
+    for i in range(tq):
+        for j in range(tk):
+            assert spread[:, i, j].equal(per_diagonal[:, i, j - i + tq - 1])
+            assert collected[:, i, j - i + tq - 1].equal(pairs[:, i, j])
+    on_a_diagonal = torch.zeros(tq, d.length, dtype=torch.bool)
+    for i in range(tq):
+        on_a_diagonal[i, tq - 1 - i : tq - 1 - i + tk] = True
+    assert collected[:, ~on_a_diagonal].eq(0).all()  # nothing else written
+
+
+def shaw_index(tq, tk, k, q_offset, causal):
+    window = TableWindow.of(tq, tk, k, q_offset, causal=causal)
+    r = relative_position_index(tq, tk, k, q_offset)
+    rows = window.last - window.first + 1
+    return window, rows, PairRows(window.shift(r).expand(B, H, tq, tk))
+
+
+SHAPES = [  # (Tq, Tk, k, q_offset, causal): training squares, clipped or not, and cached blocks
+    (7, 7, 2, 0, False), (7, 7, 16, 0, False), (12, 12, 3, 0, True), (4, 9, 2, 5, True),
+    (3, 10, 16, 7, True), (6, 4, 1, 0, False), (2, 2, 1, 0, False), (5, 5, 0, 0, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
+def test_pick_equals_gather_bit_for_bit_and_bucket_sum_equals_scatter_add(
+    tq, tk, k, q_offset, causal
+):
+    window, rows, gather = shaw_index(tq, tk, k, q_offset, causal)
+    diagonals = Diagonals.of_table(tq, tk, k, q_offset, window)
+    per_row = torch.randn(B, H, tq, rows)
+    assert diagonals.pick(per_row).equal(gather.pick(per_row))
+    weights = torch.rand(B, H, tq, tk, dtype=torch.float64)
+    torch.testing.assert_close(
+        diagonals.bucket_sum(weights, rows), gather.bucket_sum(weights, rows), rtol=1e-14, atol=0
+    )
+
+
+def test_rows_that_skip_a_table_row_are_refused():
+    with pytest.raises(ValueError, match="step by 0 or 1"):
+        Diagonals.of(3, 3, torch.tensor([0, 0, 2, 3, 3]))
+    with pytest.raises(ValueError, match="at least 2 queries"):
+        Diagonals.of(1, 3, torch.tensor([0, 1, 2]))
+
+
+@pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
+@pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
+def test_relative_attention_by_diagonals_equals_gather_forward_and_backward(
+    tq, tk, k, q_offset, causal, per_head, monkeypatch
+):
+    g = torch.Generator().manual_seed(tq * 100 + tk)
+    table = (H, 2 * k + 1, DH) if per_head else (2 * k + 1, DH)
+    shapes = [(B, H, tq, DH), (B, H, tk, DH), (B, H, tk, DH), table, table]
+    inputs = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    padding = torch.zeros(B, tk, dtype=torch.bool)
+    padding[1, tk - 1 :] = not causal  # padding where the queries still see a key
+    results = []
+    for devices in [("cuda",), ("cuda", "cpu")]:  # gather, then diagonals on the CPU
+        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        z = relative_attention(
+            *leaves[:3], rel_keys=leaves[3], rel_values=leaves[4], max_relative_position=k,
+            causal=causal, key_padding_mask=padding, q_offset=q_offset,
+        )  # fmt: skip
+        (z * torch.linspace(-1, 1, z.numel(), dtype=z.dtype).view_as(z)).sum().backward()
+        results.append([z] + [t.grad for t in leaves if t.grad is not None])
+    assert len(results[0]) == len(results[1])
+    for gathered, diagonal in zip(*results):
+        torch.testing.assert_close(diagonal, gathered, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False], ids=["encoder", "decoder"])
+@pytest.mark.parametrize("tq,tk,q_offset", [(9, 9, 0), (3, 11, 8), (2, 2, 0), (40, 40, 0)])
+def test_t5_bias_by_diagonals_equals_indexing_bit_for_bit(
+    bidirectional, tq, tk, q_offset, monkeypatch
+):
+    torch.manual_seed(0)
+    t5 = T5Bias(n_heads=H, num_buckets=8, max_distance=12, bidirectional=bidirectional)
+    out = torch.randn(H, tq, tk)
+    values, grads = [], []
+    for devices in [("cuda",), ("cuda", "cpu")]:
+        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+        t5.weight.grad = None
+        bias = t5.bias(tq, tk, q_offset, torch.device("cpu"))  # (H, Tq, Tk)
+        (bias * out).sum().backward()
+        values.append(bias.detach())
+        grads.append(t5.weight.grad.double())
+    assert values[1].equal(values[0])
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("positions", ["shaw", "t5"])
+def test_a_model_by_diagonals_trains_and_decodes_as_by_gather(positions, monkeypatch):
+    """Forward, backward and cached decoding of a whole model: diagonals against gather."""
+    fields = dict(
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+        sinusoidal=False,
+        max_relative_position=3,
+    )
+    if positions == "t5":
+        fields.update(relative_positions="t5", max_relative_position=0, t5_num_buckets=8,
+                      t5_max_distance=10, absolute_positions="none")  # fmt: skip
+    src = torch.randint(4, 30, (3, 14))
+    src[1, -4:] = 0
+    tgt = torch.randint(4, 30, (3, 13))
+    runs = []
+    for devices in [("cuda",), ("cuda", "cpu")]:
+        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(**fields), vocab_size=30, pad_id=0).double()
+        logits = model(src, tgt)  # (B, T, V)
+        logits.square().mean().backward()
+        with torch.no_grad():
+            memory = model.encode(src)
+            head, cache = model.decode_step(tgt[:, :4], memory, None)  # 4 queries: diagonals
+            tail, _ = model.decode_step(tgt[:, 4:], memory, cache)  # queries after a cache
+        torch.testing.assert_close(
+            torch.cat([head, tail], 1), logits.detach(), rtol=1e-10, atol=1e-10
+        )
+        runs.append([logits.detach()] + [p.grad for p in model.parameters()])
+    for gathered, diagonal in zip(*runs):
+        torch.testing.assert_close(diagonal, gathered, rtol=1e-10, atol=1e-12)
