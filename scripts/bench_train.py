@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
         [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
-        [--json PATH]
+        [--json PATH] [--profile]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -138,7 +138,9 @@ class Runner:
         return tokens, time.perf_counter() - start
 
 
-def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rounds, steps):
+def bench_precision(
+    configs, batches, vocab_size, pad_id, precision, device, rounds, steps, profile=False
+):
     """Interleaved rounds of every variant for one precision; returns a row per variant."""
     runners = {v: Runner(c, vocab_size, pad_id, precision, device) for v, c in configs.items()}
     for runner in runners.values():  # warm-up: allocator, kernels
@@ -166,6 +168,8 @@ def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rou
             f"{stats.get('reserved_bytes.all.peak', 0) / 2**30:.1f} GiB at peak",
             flush=True,
         )
+    if profile:
+        profile_updates(runners, batches[:steps], precision)
     return [
         {
             "precision": precision, "variant": v, "speed": statistics.median(speed[v]),
@@ -174,6 +178,36 @@ def bench_precision(configs, batches, vocab_size, pad_id, precision, device, rou
         }
         for v in runners
     ]  # fmt: skip
+
+
+def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: str) -> None:
+    """Where each variant's update time goes: torch.profiler over the given updates, the time the
+    host spent dispatching (self CPU time of every op) against the time the device computed (self
+    device time of every kernel), per update; then the baseline's costliest ops on the host.
+    Host time includes what an op waits for the device (a copy to the host), so read it beside the
+    table: an update whose dispatch alone exceeds its device time is bound by the host."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if any(r.ctx.device.type == "cuda" for r in runners.values()):
+        activities.append(ProfilerActivity.CUDA)
+    print(f"  {precision} profile, {len(batches)} updates per variant (ms per update):", flush=True)
+    for variant, runner in runners.items():
+        with profile(activities=activities) as prof:
+            _, seconds = runner.run(batches)
+        events = prof.key_averages()
+        host = sum(e.self_cpu_time_total for e in events) / 1e3 / len(batches)
+        device = sum(getattr(e, "self_device_time_total", 0) for e in events) / 1e3 / len(batches)
+        print(
+            f"    {variant}: wall {seconds * 1e3 / len(batches):.1f}, host ops {host:.1f}, "
+            f"device kernels {device:.1f}",
+            flush=True,
+        )
+        if variant == BASELINE:
+            table = events.table(
+                sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=40
+            )
+            print(table, flush=True)
 
 
 def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str) -> float:
@@ -199,6 +233,10 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["relative", BASELINE], choices=VARIANTS)
     parser.add_argument("--data", default="multi30k_en_de", help="a data= preset (configs/data)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to PATH")
+    parser.add_argument(
+        "--profile", action="store_true",
+        help="after the rounds, profile one round of each variant: host vs device time per update",
+    )  # fmt: skip
     parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
@@ -231,7 +269,15 @@ def main() -> None:
         row
         for p in args.precisions
         for row in bench_precision(
-            configs, batches, vocab_size, pad_id, p, device, args.rounds, args.steps
+            configs,
+            batches,
+            vocab_size,
+            pad_id,
+            p,
+            device,
+            args.rounds,
+            args.steps,
+            args.profile,
         )
     ]
     for row in rows:

@@ -13,9 +13,10 @@
 #
 #   env     versions, GPU, packages: env.txt
 #   tests   pytest -m gpu: gpu_tests.log
-#   speed   training tokens/s of VARIANTS (default relative absolute; any of bench_train.py's position
-#           methods) on transformer_base, bf16 and fp16, ~25k-token batches; the attention core and
-#           every method's self-attention up to n = 4096; beam-4 decoding: speed_*.md
+#   speed   training tokens/s of VARIANTS (default relative absolute; any of bench_train.py's
+#           position methods) on transformer_base, bf16 and fp16, ~25k-token batches (BENCH_ARGS
+#           adds bench_train.py options, e.g. --profile); the attention core and every method's
+#           self-attention up to n = 4096; beam-4 decoding: speed_*.md
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -53,6 +54,7 @@ torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() e
     "$PY" -m pip list 2>/dev/null |
       grep -i -E "^(torch|hydra|omegaconf|sacrebleu|sentencepiece|triton|numpy) "
     git log -1 --format='commit %H %cI' 2>/dev/null || true
+    echo "cores $(nproc); load $(cat /proc/loadavg)"; grep '^cpu ' /proc/stat  # steal: 8th number
   } > "$SITTING/env.txt" 2>&1
   cat "$SITTING/env.txt"
 }
@@ -65,7 +67,7 @@ stage_speed() {
   local rounds=${ROUNDS:-5}
   "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
     --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} --rounds "$rounds" \
-    --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
+    --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} ${BENCH_ARGS:-} \
     2>&1 | tee "$SITTING/speed_train.md" | tail -16
   "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
     --rounds "$rounds" 2>&1 | tee "$SITTING/speed_attention.md" | tail -30
