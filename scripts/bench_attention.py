@@ -18,7 +18,8 @@ padding), each as the model runs it, the method's own term built inside the step
     ... by gather on CUDA only: t5 and shaw by gather / scatter-add, as on the CPU, where the
                   model builds them per diagonal (attention_kernels.Diagonals)
 Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
-with and without relative terms (k = 16, a^K + a^V, per-head tables), timed interleaved A/B;
+with and without relative terms (k = 16, a^K + a^V, per-head tables; on CUDA also by gather),
+timed interleaved A/B;
 the figure is the median of per-round time ratios (the host is shared and drifts).
 
 Peak memory: on CUDA, torch.cuda.max_memory_allocated above the memory held before the call. On CPU,
@@ -34,6 +35,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -102,6 +104,16 @@ def core_step(method, leaves, grad):
         t.grad = None
 
 
+@contextlib.contextmanager
+def by_gather():
+    """Relative terms by gather / scatter-add on every device, as on the CPU (no Diagonals)."""
+    devices, attention_kernels.DIAGONAL_DEVICES = attention_kernels.DIAGONAL_DEVICES, ()
+    try:
+        yield
+    finally:
+        attention_kernels.DIAGONAL_DEVICES = devices
+
+
 class PositionStep:
     """One forward + backward of self-attention with a position method's own term (part 2).
 
@@ -121,11 +133,8 @@ class PositionStep:
 
     def __call__(self, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
         if self.method.endswith(" by gather"):
-            devices, attention_kernels.DIAGONAL_DEVICES = attention_kernels.DIAGONAL_DEVICES, ()
-            try:
+            with by_gather():
                 return self.step(self.method.removesuffix(" by gather"), leaves, grad)
-            finally:
-                attention_kernels.DIAGONAL_DEVICES = devices
         return self.step(self.method, leaves, grad)
 
     def step(self, m: str, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
@@ -279,12 +288,15 @@ def bench_layer(args, device, dtype):
         "none": EncoderLayer(**sizes, relative=RelativePositions(k=0)),
         "aK+aV": EncoderLayer(**sizes, relative=RelativePositions(k=K)),
     }
+    if device.type == "cuda":  # the same layer with its terms by gather, as on the CPU
+        layers["aK+aV by gather"] = layers["aK+aV"]
     for layer in layers.values():
         layer.to(device, dtype).train()
     x = torch.randn(B, n, 512, device=device, dtype=dtype)
 
     def step(name):
-        layers[name](x).square().mean().backward()
+        with by_gather() if name.endswith(" by gather") else contextlib.nullcontext():
+            layers[name](x).square().mean().backward()
         for p in layers[name].parameters():
             p.grad = None
 
@@ -296,18 +308,19 @@ def bench_layer(args, device, dtype):
         order = list(layers) if r % 2 == 0 else list(reversed(layers))  # A B, B A, ...
         for name in order:
             times[name].append(timed(lambda name=name: step(name), device, repeats=3))
-    ratios = [a / b for a, b in zip(times["aK+aV"], times["none"])]
     print(f"\n## Encoder layer (D 512, 8 heads, d_ff 2048, B {B}, n {n}), forward + backward")
     print(f"interleaved rounds: {rounds} (3 steps each)")
     print("| layer | median ms |")
     print("|---|---|")
     for name in layers:
         print(f"| {name} | {statistics.median(times[name]) * 1e3:.1f} |")
-    quartiles = statistics.quantiles(ratios, n=4)
-    print(
-        f"median per-round ratio aK+aV / none: {statistics.median(ratios):.3f} "
-        f"(quartiles {quartiles[0]:.3f} .. {quartiles[2]:.3f})"
-    )
+    for name in [name for name in layers if name != "none"]:
+        ratios = [a / b for a, b in zip(times[name], times["none"])]
+        quartiles = statistics.quantiles(ratios, n=4)
+        print(
+            f"median per-round ratio {name} / none: {statistics.median(ratios):.3f} "
+            f"(quartiles {quartiles[0]:.3f} .. {quartiles[2]:.3f})"
+        )
 
 
 def main():
