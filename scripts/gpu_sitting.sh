@@ -12,7 +12,7 @@
 # Nothing else goes there: a device call returns at most 8 files, and a sweep writes dozens.
 #
 #   env     versions, GPU, packages: env.txt
-#   tests   pytest -m gpu: gpu_tests.log
+#   tests   pytest -m gpu over TESTS (default tests): gpu_tests.log
 #   speed   training tokens/s of VARIANTS (default relative absolute; any of bench_train.py's
 #           position methods) on transformer_base, bf16 and fp16, ~25k-token batches (BENCH_ARGS
 #           adds bench_train.py options, e.g. --profile); the attention core and every method's
@@ -60,7 +60,9 @@ torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() e
 }
 
 stage_tests() {
-  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs tests 2>&1 | tee "$SITTING/gpu_tests.log" | tail -30
+  # TESTS narrows the run (tests/gpu: the model and decoding, without the trainer's ~3 minutes).
+  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs ${TESTS:-tests} 2>&1 |
+    tee "$SITTING/gpu_tests.log" | tail -30
 }
 
 stage_speed() {
