@@ -61,7 +61,8 @@ torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() e
 
 stage_tests() {
   # TESTS narrows the run (tests/gpu: the model and decoding, without the trainer's ~3 minutes).
-  "$PY" -m pytest -m gpu -p no:cacheprovider -q -rs ${TESTS:-tests} 2>&1 |
+  # No -q: pyproject's addopts has one, and a second hides the summary line.
+  "$PY" -m pytest -m gpu -p no:cacheprovider -rs ${TESTS:-tests} 2>&1 |
     tee "$SITTING/gpu_tests.log" | tail -30
 }
 
