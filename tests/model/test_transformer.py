@@ -45,7 +45,8 @@ def batch(n=3, s=6, t=5):
     return src, torch.randint(4, VOCAB, (n, t))
 
 
-def check_cached_decoding(model, src, tgt):
+def check_cached_decoding(model, src, tgt, tolerance=1e-5):
+    """Step by step, then a block after a cached prefix, against the full forward."""
     model.eval()
     with torch.no_grad():
         full = model(src, tgt)  # (B, T, V)
@@ -54,12 +55,13 @@ def check_cached_decoding(model, src, tgt):
         for t in range(tgt.size(1)):
             logits, cache = model.decode_step(tgt[:, t : t + 1], enc, cache)
             step_logits.append(logits)
-        torch.testing.assert_close(torch.cat(step_logits, 1), full, rtol=1e-5, atol=1e-5)
+        close = dict(rtol=tolerance, atol=tolerance)
+        torch.testing.assert_close(torch.cat(step_logits, 1), full, **close)
         assert cache.length == tgt.size(1)
         # A block of several new queries after a cached prefix.
         head, cache = model.decode_step(tgt[:, :2], enc, None)
         tail, cache = model.decode_step(tgt[:, 2:], enc, cache)
-        torch.testing.assert_close(torch.cat([head, tail], 1), full, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.cat([head, tail], 1), full, **close)
 
 
 def test_cached_decoding_equals_full_forward_for_every_toggle_combination():
