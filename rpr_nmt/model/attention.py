@@ -138,7 +138,10 @@ def relative_attention(
         window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
         rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
         if diagonals_apply(q.device, Tq):  # on CUDA, r_ij per diagonal j - i: no scatter-adds
-            r = Diagonals.of_table(Tq, Tk, max_relative_position, q_offset, window)
+            # Diagonal m = j - i + Tq - 1 has the row of key m seen from the last query.
+            L = Tq + Tk - 1
+            rows = relative_position_index(1, L, max_relative_position, q_offset + Tq - 1)[0]
+            r = Diagonals.of(Tq, Tk, window.shift(rows))  # (L,) rows, on the CPU: no sync
         else:
             r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
             r = PairRows(window.shift(r).expand(B, H, Tq, Tk))  # a view: one index for all

@@ -208,15 +208,6 @@ class Diagonals(NamedTuple):
             raise ValueError(f"table rows by diagonal must step by 0 or 1 between the ends: {rows}")
         return cls(q_len, k_len, lo, hi if last > 0 else 0)
 
-    @classmethod
-    def of_table(
-        cls, q_len: int, k_len: int, max_relative_position: int, q_offset: int, window: TableWindow
-    ) -> Diagonals:
-        """Shaw's rows: diagonal m holds offset j - i = m - (Tq - 1) at query offset q_offset."""
-        k = max_relative_position
-        offset = torch.arange(q_len + k_len - 1) - (q_len - 1 + q_offset)  # (L,)
-        return cls.of(q_len, k_len, window.shift(offset.clamp(-k, k) + k))
-
     @property
     def length(self) -> int:
         return self.q_len + self.k_len - 1

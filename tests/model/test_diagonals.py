@@ -56,7 +56,8 @@ def test_pick_equals_gather_bit_for_bit_and_bucket_sum_equals_scatter_add(
     tq, tk, k, q_offset, causal
 ):
     window, rows, gather = shaw_index(tq, tk, k, q_offset, causal)
-    diagonals = Diagonals.of_table(tq, tk, k, q_offset, window)
+    rows_by_diagonal = relative_position_index(1, tq + tk - 1, k, q_offset + tq - 1)[0]
+    diagonals = Diagonals.of(tq, tk, window.shift(rows_by_diagonal))
     per_row = torch.randn(B, H, tq, rows)
     assert diagonals.pick(per_row).equal(gather.pick(per_row))
     weights = torch.rand(B, H, tq, tk, dtype=torch.float64)
