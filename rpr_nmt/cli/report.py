@@ -138,21 +138,22 @@ def main(argv: list[str] | None = None) -> int:
             _collect(args.collect, args.into)
         for sweep_dir in args.sweep_dirs:
             test = None if args.significance == "none" else args.significance
-            lengths = ""
+            lengths, corpus = "", CorpusText()  # the sweep's corpus, read once for both reports
             if args.by_length:  # first, so that a missing file leaves the folder as it was
                 runs = find_runs(sweep_dir)
                 if args.baseline:  # a setting of the sweep? (ValueError naming them if not)
                     reference_row(group_runs(runs), args.baseline)
                 if test:  # what the main report's tests read, before the length report is written
-                    corpus = CorpusText()
                     for run in runs:
                         read_test_output(run, corpus)
                 lengths = "\n" + write_length_report(
-                    sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples
-                )
+                    sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples,
+                    corpus=corpus,
+                )  # fmt: skip
             text, plot = write_report(
-                sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples
-            )
+                sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples,
+                corpus=corpus,
+            )  # fmt: skip
             print(text + lengths)
             print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
         if args.claims:

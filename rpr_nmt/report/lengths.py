@@ -295,6 +295,7 @@ def write_length_report(
     *,
     test: str | None = "bs",
     n_samples: int = 0,
+    corpus: CorpusText | None = None,
 ) -> str:
     """Write length_report.md, bleu_by_length.png and its verdict (length_claims.json) into
     `sweep_dir`; return the markdown.
@@ -305,11 +306,11 @@ def write_length_report(
     names (rpr_nmt.report.claims.PAST_CAP_CLAIMS).
 
     Args: sweep_dir holds the runs; bounds and splits as score_by_length, None = as
-        length_options; test and n_samples as write_report.
+        length_options; test, n_samples and corpus as write_report.
     """
     bounds, splits = length_options(sweep_dir, bounds, splits)
     runs = find_runs(sweep_dir)
-    rows, corpus = group_runs(runs), CorpusText()  # one read of each run and of the corpus
+    rows, corpus = group_runs(runs), corpus or CorpusText()  # one read of each run and corpus
     if not rows:
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
     text, results = length_table(rows, bounds, splits, corpus)

@@ -200,10 +200,16 @@ def unfinished_note(sweep_dir: Path, runs: Sequence[Run]) -> str:
 
 
 def compare_rows(
-    rows: Sequence[Row], baseline: Row, *, test: str = "bs", n_samples: int = 0
+    rows: Sequence[Row],
+    baseline: Row,
+    *,
+    test: str = "bs",
+    n_samples: int = 0,
+    text: CorpusText | None = None,
 ) -> dict[str, Comparison]:
     """sacrebleu's paired test of every other row against `baseline`, seed by seed, on the test
-    hypotheses (hyp_<test split>.txt) and the references of the runs' corpus.
+    hypotheses (hyp_<test split>.txt) and the references of the runs' corpus (read through
+    `text` when given, so that a report's several comparisons read the corpus once).
 
     Every run's hypotheses and references must be readable: a report whose tests and verdicts
     silently went missing would read as "cannot tell" where the data says "holds".
@@ -212,7 +218,7 @@ def compare_rows(
         rpr_nmt.data.DataError: a run's corpus is not found (the message says how to point at it).
         FileNotFoundError: a run has no test hypotheses (hyp_<test split>.txt).
     """
-    text = CorpusText()
+    text = text or CorpusText()
     base_outputs = [read_test_output(run, text) for run in baseline.runs]
     others = {
         row.setting: [read_test_output(run, text) for run in row.runs]
@@ -298,6 +304,7 @@ def write_report(
     baseline: str | None = None,
     significance: str | None = "bs",
     n_samples: int = 0,
+    corpus: CorpusText | None = None,
 ) -> tuple[str, Path | None]:
     """Write report.md, its plots and its verdicts (claims.json) into `sweep_dir`; return the
     markdown and the k plot.
@@ -307,6 +314,8 @@ def write_report(
         baseline: the setting every row is tested against; None = reference_row's choice.
         significance: "bs" (paired bootstrap), "ar" (approximate randomization) or None (no test).
         n_samples: resamples or trials of the test; 0 = sacrebleu's default.
+        corpus: the corpus text already read for this sweep (e.g. by its length report); None =
+            read it here.
 
     Raises:
         FileNotFoundError: no finished run under `sweep_dir`, or (with a test) a run without its
@@ -328,7 +337,7 @@ def write_report(
     compared: dict[str, Comparison] = {}
     verdicts = []
     if significance:
-        paired = dict(test=significance, n_samples=n_samples)
+        paired = dict(test=significance, n_samples=n_samples, text=corpus or CorpusText())
         compared = compare_rows(rows, base, **paired)
         by_baseline = {base.setting: compared}  # each claim is judged against its own baseline
         for setting, (claim_base, *judged) in comparisons_needed(FULL_TEST_CLAIMS, rows).items():

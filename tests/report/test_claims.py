@@ -188,7 +188,18 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
             )
             (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
 
+    import rpr_nmt.data
+
+    reads: list[str] = []  # every read of a split of the corpus, through the report's CorpusText
+    read = rpr_nmt.data.read_parallel_text
+
+    def counted(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+        reads.append(split)
+        return read(cfg, split)
+
+    monkeypatch.setattr(rpr_nmt.data, "read_parallel_text", counted)
     assert main(["--by-length", "--samples", "300", str(sweep)]) == 0
+    assert reads == ["test"]  # both reports and all their comparisons share one read
     report = (sweep / "length_report.md").read_text()
     past = report.split("## Past the training lengths")[1].split("## The claims")[0]
     table = [line for line in past.splitlines() if line.startswith("| ")][1:]
