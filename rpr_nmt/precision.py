@@ -7,14 +7,16 @@ on an AVX2-only CPU a bf16 matmul runs about 100x slower than an fp32 one (docs/
 computes it natively, fp32 elsewhere.
 
 On CPU the decision reads torch's CPU capabilities (AVX512-BF16, AMX-BF16) and, where they do not
-settle it (another architecture, an older torch), a matmul probe of a fraction of a second: bf16
-counts as native when it is at least as fast as fp32.
+settle it (another architecture, an older torch, or kernels held below the CPU's level by
+ATEN_CPU_CAPABILITY or ONEDNN_MAX_CPU_ISA), a matmul probe of a fraction of a second: bf16 counts
+as native when it is at least as fast as fp32.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -87,18 +89,34 @@ def _cpu_capabilities() -> Mapping[str, Any]:
     return query() if query is not None else {}
 
 
+def _kernel_limits() -> list[str]:
+    """What holds torch's CPU kernels below the CPU's own level, e.g. ["ATEN_CPU_CAPABILITY=avx2"].
+
+    ATEN_CPU_CAPABILITY picks torch's vectorised kernels (get_cpu_capability reports its choice) and
+    ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) caps oneDNN, which runs bf16 matmuls: under either, a
+    CPU with AVX512-BF16 may compute bf16 as slowly as an AVX2 one, so its flags do not decide.
+    """
+    env = os.environ
+    limits = [f"{name}={env[name]}" for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+              if env.get(name, "").upper() not in ("", "ALL")]  # fmt: skip
+    if env.get("ATEN_CPU_CAPABILITY") and torch.backends.cpu.get_cpu_capability() != "AVX512":
+        limits.append(f"ATEN_CPU_CAPABILITY={env['ATEN_CPU_CAPABILITY']}")
+    return limits
+
+
 @functools.cache
 def _cpu_bf16_support() -> Bf16Support:
-    caps = _cpu_capabilities()
+    caps, limits = _cpu_capabilities(), _kernel_limits()
     for flag, name in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16")):
-        if caps.get(flag):
+        if caps.get(flag) and not limits:
             return Bf16Support(True, f"CPU with {name}")
     slowdown = probe_bf16_slowdown()
     level = torch.backends.cpu.get_cpu_capability()
+    held = f", kernels held by {' '.join(limits)}" if limits else ""
     if slowdown <= 1.0:
-        speed = f"{level} CPU, bf16 matmuls {1 / slowdown:.1f}x as fast as fp32"
+        speed = f"{level} CPU, bf16 matmuls {1 / slowdown:.1f}x as fast as fp32{held}"
         return Bf16Support(True, speed, slowdown)
-    return Bf16Support(False, f"{level} CPU without native bf16", slowdown)
+    return Bf16Support(False, f"{level} CPU without native bf16{held}", slowdown)
 
 
 def bf16_support(device: torch.device) -> Bf16Support:

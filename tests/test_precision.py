@@ -19,9 +19,10 @@ EMULATED = Bf16Support(False, "AVX2 CPU without native bf16", slowdown=130.0)
 def cpu_decision(monkeypatch):
     """Decide bf16 support from the given capabilities and probe result, afresh for the test."""
 
-    def decide(caps: dict, slowdown: float) -> Bf16Support:
+    def decide(caps: dict, slowdown: float, limits: tuple[str, ...] = ()) -> Bf16Support:
         probes = []
         monkeypatch.setattr(precision, "_cpu_capabilities", lambda: caps)
+        monkeypatch.setattr(precision, "_kernel_limits", lambda: list(limits))
         monkeypatch.setattr(precision, "probe_bf16_slowdown", lambda: probes.append(1) or slowdown)
         precision._cpu_bf16_support.cache_clear()
         try:
@@ -37,6 +38,27 @@ def cpu_decision(monkeypatch):
 def test_a_cpu_flag_of_native_bf16_decides_without_a_probe(cpu_decision, flag):
     found, probes = cpu_decision({"avx2": True, flag: True}, slowdown=130.0)
     assert found.native and probes == 0
+
+
+def test_flags_do_not_decide_where_the_kernels_are_held_below_them(cpu_decision):
+    # e.g. ONEDNN_MAX_CPU_ISA=AVX2 on an AVX512-BF16 CPU: bf16 matmuls as slow as on AVX2
+    found, probes = cpu_decision({"avx512_bf16": True}, 40.0, limits=("ONEDNN_MAX_CPU_ISA=AVX2",))
+    assert not found.native and probes == 1
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in found.reason and "without native bf16" in found.reason
+
+
+def test_kernel_limits_read_the_dispatch_settings(monkeypatch):
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert precision._kernel_limits() == []
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "ALL")  # oneDNN's default: no cap
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")  # and torch at its best
+    assert precision._kernel_limits() == []
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "avx2")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert precision._kernel_limits() == ["DNNL_MAX_CPU_ISA=avx2", "ATEN_CPU_CAPABILITY=avx2"]
 
 
 def test_without_the_flags_the_probe_decides(cpu_decision):
