@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+import rpr_nmt.data
 from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data import Tokenizer
@@ -187,8 +188,6 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
                 long if model["sinusoidal"] is False else [" ".join(s.split()[::2]) for s in long]
             )
             (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
-
-    import rpr_nmt.data
 
     reads: list[str] = []  # every read of a split of the corpus, through the report's CorpusText
     read = rpr_nmt.data.read_parallel_text
