@@ -46,7 +46,7 @@ from rpr_nmt.model.attention_kernels import (
 )
 from rpr_nmt.model.dropout import dropout
 
-__all__ = ["relative_attention", "relative_position_index"]
+__all__ = ["pair_rows", "relative_attention", "relative_position_index"]
 
 
 def relative_position_index(
@@ -74,6 +74,29 @@ def relative_position_index(
     distance = key_pos[None, :] - query_pos[:, None]  # (Tq, Tk)
     k = max_relative_position
     return distance.clamp(-k, k) + k
+
+
+def pair_rows(
+    shape: tuple[int, int, int, int],
+    max_relative_position: int,
+    q_offset: int,
+    window: TableWindow,
+    *,
+    per_diagonal: bool,
+    device: torch.device | str | None = None,
+) -> PairRows | Diagonals:
+    """r_ij of every (query, key) pair of `shape` (B, H, Tq, Tk), counted from window.first.
+
+    per_diagonal: by diagonal j - i (Diagonals, CUDA's path), else an index (B, H, Tq, Tk) for
+    gather and scatter_add (PairRows; a view of one (Tq, Tk) index).
+    """
+    B, H, Tq, Tk = shape
+    if per_diagonal:
+        # Diagonal m = j - i + Tq - 1 has the row of key m seen from the last query.
+        rows = relative_position_index(1, Tq + Tk - 1, max_relative_position, q_offset + Tq - 1)
+        return Diagonals.of(Tq, Tk, window.shift(rows[0]))  # (L,) rows, on the CPU: no sync
+    r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=device)
+    return PairRows(window.shift(r).expand(B, H, Tq, Tk))
 
 
 def relative_attention(
@@ -137,14 +160,11 @@ def relative_attention(
         # count r_ij from the first row.
         window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
         rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
-        if diagonals_apply(q.device, Tq):  # on CUDA, r_ij per diagonal j - i: no scatter-adds
-            # Diagonal m = j - i + Tq - 1 has the row of key m seen from the last query.
-            L = Tq + Tk - 1
-            rows = relative_position_index(1, L, max_relative_position, q_offset + Tq - 1)[0]
-            r = Diagonals.of(Tq, Tk, window.shift(rows))  # (L,) rows, on the CPU: no sync
-        else:
-            r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=q.device)
-            r = PairRows(window.shift(r).expand(B, H, Tq, Tk))  # a view: one index for all
+        per_diagonal = diagonals_apply(q.device, Tq)  # on CUDA: no scatter-adds
+        r = pair_rows(
+            (B, H, Tq, Tk), max_relative_position, q_offset, window, per_diagonal=per_diagonal,
+            device=q.device,
+        )  # fmt: skip
 
     q = q * (1.0 / math.sqrt(Dh))  # the 1 / sqrt(Dh) of eq. 4, folded into q once
 

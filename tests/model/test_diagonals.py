@@ -9,8 +9,8 @@ import torch
 
 from rpr_nmt.config import ModelConfig
 from rpr_nmt.model import attention_kernels, build_model, relative_attention
-from rpr_nmt.model.attention import relative_position_index
-from rpr_nmt.model.attention_kernels import Diagonals, PairRows, TableWindow, diagonals_apply
+from rpr_nmt.model.attention import pair_rows
+from rpr_nmt.model.attention_kernels import Diagonals, TableWindow, diagonals_apply
 from rpr_nmt.model.positions.t5 import T5Bias
 
 B, H, DH = 2, 3, 4
@@ -38,11 +38,10 @@ def test_spread_and_collect_place_pair_i_j_on_diagonal_j_minus_i(tq, tk):
     assert collected[:, ~on_a_diagonal].eq(0).all()  # nothing else written
 
 
-def shaw_index(tq, tk, k, q_offset, causal):
+def shaw_index(tq, tk, k, q_offset, causal, *, per_diagonal=False):
     window = TableWindow.of(tq, tk, k, q_offset, causal=causal)
-    r = relative_position_index(tq, tk, k, q_offset)
-    rows = window.last - window.first + 1
-    return window, rows, PairRows(window.shift(r).expand(B, H, tq, tk))
+    r = pair_rows((B, H, tq, tk), k, q_offset, window, per_diagonal=per_diagonal)
+    return window.last - window.first + 1, r  # table rows in the window, r_ij
 
 
 SHAPES = [  # (Tq, Tk, k, q_offset, causal): training squares, clipped or not, and cached blocks
@@ -55,9 +54,8 @@ SHAPES = [  # (Tq, Tk, k, q_offset, causal): training squares, clipped or not, a
 def test_pick_equals_gather_bit_for_bit_and_bucket_sum_equals_scatter_add(
     tq, tk, k, q_offset, causal
 ):
-    window, rows, gather = shaw_index(tq, tk, k, q_offset, causal)
-    rows_by_diagonal = relative_position_index(1, tq + tk - 1, k, q_offset + tq - 1)[0]
-    diagonals = Diagonals.of(tq, tk, window.shift(rows_by_diagonal))
+    rows, gather = shaw_index(tq, tk, k, q_offset, causal)
+    _, diagonals = shaw_index(tq, tk, k, q_offset, causal, per_diagonal=True)
     per_row = torch.randn(B, H, tq, rows)
     assert diagonals.pick(per_row).equal(gather.pick(per_row))
     weights = torch.rand(B, H, tq, tk, dtype=torch.float64)
