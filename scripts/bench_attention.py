@@ -15,10 +15,11 @@ padding), each as the model runs it, the method's own term built inside the step
     t5            a learned bias (H, n, n) on relative_attention's own path (the model's choice)
     t5 via SDPA   the same bias as SDPA's float mask with gradients (the alternative measured)
     shaw          k = 16, a^K + a^V, per-head tables (part 1's aK+aV with the model's tables)
-    ... by gather on CUDA only: t5 and shaw by gather / scatter-add, as on the CPU, where the
-                  model builds them per diagonal (attention_kernels.Diagonals)
+    ... by gather / ... per diagonal   on CUDA only: t5 and shaw in each of their two forms at every
+                  n, gather / scatter-add (the CPU's) and attention_kernels.Diagonals, where the
+                  model takes the second only above DIAGONALS_ABOVE queries
 Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
-with and without relative terms (k = 16, a^K + a^V, per-head tables; on CUDA also by gather),
+with and without relative terms (k = 16, a^K + a^V, per-head tables; on CUDA in both forms),
 timed interleaved A/B;
 the figure is the median of per-round time ratios (the host is shared and drifts).
 
@@ -60,9 +61,10 @@ from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 POSITION_METHODS = ["plain", "rope", "alibi", "t5", "t5 via SDPA", "shaw"]
-# On CUDA, where t5 and shaw build their terms per diagonal (attention_kernels.Diagonals), also
-# the gather / scatter-add forms the CPU uses, for the A/B.
-BY_GATHER = ["t5 by gather", "shaw by gather"]
+# On CUDA, t5 and shaw in both forms of their terms at every n, for the A/B (the model picks one
+# by query length: attention_kernels.diagonals_apply).
+FORMS = (" by gather", " per diagonal")
+BY_FORM = [m + form for form in FORMS for m in ("t5", "shaw")]
 H, DH, K, TOKENS = 8, 64, 16, 4096
 
 
@@ -105,13 +107,18 @@ def core_step(method, leaves, grad):
 
 
 @contextlib.contextmanager
-def by_gather():
-    """Relative terms by gather / scatter-add on every device, as on the CPU (no Diagonals)."""
-    devices, attention_kernels.DIAGONAL_DEVICES = attention_kernels.DIAGONAL_DEVICES, ()
+def relative_form(name: str):
+    """For a name ending in one of FORMS: relative terms by gather / scatter-add on every device
+    (no Diagonals), or per diagonal on CUDA from two queries on; else as the model picks."""
+    saved = attention_kernels.DIAGONAL_DEVICES, attention_kernels.DIAGONALS_ABOVE
+    if name.endswith(" by gather"):
+        attention_kernels.DIAGONAL_DEVICES = ()
+    elif name.endswith(" per diagonal"):
+        attention_kernels.DIAGONALS_ABOVE = 1
     try:
         yield
     finally:
-        attention_kernels.DIAGONAL_DEVICES = devices
+        attention_kernels.DIAGONAL_DEVICES, attention_kernels.DIAGONALS_ABOVE = saved
 
 
 class PositionStep:
@@ -132,10 +139,11 @@ class PositionStep:
         self.t5.to(device, dtype)
 
     def __call__(self, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
-        if self.method.endswith(" by gather"):
-            with by_gather():
-                return self.step(self.method.removesuffix(" by gather"), leaves, grad)
-        return self.step(self.method, leaves, grad)
+        method = self.method
+        for form in FORMS:
+            method = method.removesuffix(form)
+        with relative_form(self.method):
+            return self.step(method, leaves, grad)
 
     def step(self, m: str, leaves: list[torch.Tensor], grad: torch.Tensor) -> None:
         q, k, v = leaves[:3]
@@ -275,7 +283,7 @@ def bench_positions(args, device, dtype):
     )
     bench_sizes(
         args, device, dtype, baseline="plain", alternate=True,
-        methods_at=lambda n: POSITION_METHODS + (BY_GATHER if device.type == "cuda" else []),
+        methods_at=lambda n: POSITION_METHODS + (BY_FORM if device.type == "cuda" else []),
         steps_for=lambda methods: {m: PositionStep(m, device, dtype) for m in methods},
     )  # fmt: skip
 
@@ -288,14 +296,15 @@ def bench_layer(args, device, dtype):
         "none": EncoderLayer(**sizes, relative=RelativePositions(k=0)),
         "aK+aV": EncoderLayer(**sizes, relative=RelativePositions(k=K)),
     }
-    if device.type == "cuda":  # the same layer with its terms by gather, as on the CPU
-        layers["aK+aV by gather"] = layers["aK+aV"]
+    if device.type == "cuda":  # the same layer with its terms in each form
+        for form in FORMS:
+            layers["aK+aV" + form] = layers["aK+aV"]
     for layer in layers.values():
         layer.to(device, dtype).train()
     x = torch.randn(B, n, 512, device=device, dtype=dtype)
 
     def step(name):
-        with by_gather() if name.endswith(" by gather") else contextlib.nullcontext():
+        with relative_form(name):
             layers[name](x).square().mean().backward()
         for p in layers[name].parameters():
             p.grad = None

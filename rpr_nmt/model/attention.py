@@ -160,7 +160,7 @@ def relative_attention(
         # count r_ij from the first row.
         window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
         rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
-        per_diagonal = diagonals_apply(q.device, Tq)  # on CUDA: no scatter-adds
+        per_diagonal = diagonals_apply(q.device, Tq)  # long sequences on CUDA: no scatter-adds
         r = pair_rows(
             (B, H, Tq, Tk), max_relative_position, q_offset, window, per_diagonal=per_diagonal,
             device=q.device,

@@ -6,15 +6,15 @@
   Slicing w^K, w^V to them makes both position terms cheaper: a causal decoder only uses rows
   -k..0, and sequences shorter than k fewer than 2k + 1 rows.
 - hidden_keys: the boolean mask of the keys a query must not see (future keys, padding).
-- Diagonals: on CUDA, the relative terms without scatter-adds. Gathering q . w^K^T by r_ij and
-  bucket-summing alpha into R columns both accumulate Tq x Tk values into a few columns per row
-  (in the backward or the forward pass), which a GPU serialises on atomic adds (an H100,
-  2026-11-26: a^K + a^V took 32x plain SDPA's time at n = 2048, T5's bias 1,474x; see
-  docs/performance.md). Every pair (i, j) lies on one diagonal m = j - i + Tq - 1, and the table
-  row depends on m alone, so the terms can be built per diagonal: a strided view spreads (Tq, L)
-  diagonals over the (Tq, Tk) pairs, padding and a view collect them back, and the diagonals of a
-  clipped edge row are an expand forward and a sum backward. The same values in another
-  summation order: forward logits equal bit for bit, sums equal to rounding
+- Diagonals: on CUDA, above DIAGONALS_ABOVE queries, the relative terms without scatter-adds.
+  Gathering q . w^K^T by r_ij and bucket-summing alpha into R columns both accumulate Tq x Tk
+  values into a few columns per row (in the backward or the forward pass), which a GPU serialises
+  on atomic adds (an H100, 2026-11-26: a^K + a^V took 32x plain SDPA's time at n = 2048, T5's
+  bias 1,474x; see docs/performance.md). Every pair (i, j) lies on one diagonal m = j - i + Tq - 1,
+  and the table row depends on m alone, so the terms can be built per diagonal: a strided view
+  spreads (Tq, L) diagonals over the (Tq, Tk) pairs, padding and a view collect them back, and the
+  diagonals of a clipped edge row are an expand forward and a sum backward. The same values in
+  another summation order: forward logits equal bit for bit, sums equal to rounding
   (tests/model/test_diagonals.py).
 
 Shape legend: as in attention.py (B batch, H heads, Tq / Tk query / key lengths, Dh head dim).
@@ -45,11 +45,16 @@ FEW_QUERIES = 8
 # Devices whose relative terms go through Diagonals (above); elsewhere gather and scatter_add,
 # which the CPU runs without atomics (and the published CPU sweeps were trained with).
 DIAGONAL_DEVICES = ("cuda",)
+# ... and from how many queries on. Short sequences keep gather and scatter-add there too: at
+# n <= 128 both forms are a few dozen small kernels, launch-bound, and the diagonal form launches
+# more (an H100, 2026-11-26: Shaw 1.90 against 2.45 ms at n = 64; per diagonal faster from n = 256,
+# 9x at n = 4096; docs/performance.md, "the second sitting").
+DIAGONALS_ABOVE = 128
 
 
 def diagonals_apply(device: torch.device, q_len: int) -> bool:
     """Whether the relative terms of q_len queries on `device` are built per diagonal."""
-    return device.type in DIAGONAL_DEVICES and q_len >= 2
+    return device.type in DIAGONAL_DEVICES and q_len > max(DIAGONALS_ABOVE, 1)
 
 
 def fused_kernel_applies(q_len: int, *, relative: bool) -> bool:

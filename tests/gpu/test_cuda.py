@@ -15,7 +15,7 @@ import torch
 from rpr_nmt.config import ModelConfig
 from rpr_nmt.decode import UncachedModel, beam_search
 from rpr_nmt.model import build_model, relative_attention
-from rpr_nmt.model.attention_kernels import FEW_QUERIES
+from rpr_nmt.model.attention_kernels import DIAGONALS_ABOVE, FEW_QUERIES
 from rpr_nmt.train import train_step
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.step import autocast_factory
@@ -57,8 +57,10 @@ def attention_inputs(tq: int, tk: int, k: int, per_head: bool, seed: int = 0) ->
 @pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("k", [0, 2, 16])
-def test_relative_attention_forward_and_backward_equal_the_cpu(per_head, causal, k):
-    n = 2 * FEW_QUERIES + 3  # more queries than the few-query path takes
+@pytest.mark.parametrize(
+    "n", [2 * FEW_QUERIES + 3, DIAGONALS_ABOVE + 3], ids=["by_gather", "per_diagonal"]
+)  # more queries than the few-query path takes; on CUDA, r_ij by gather, then per diagonal
+def test_relative_attention_forward_and_backward_equal_the_cpu(per_head, causal, k, n):
     padding = torch.zeros(B, n, dtype=torch.bool)
     padding[1, n - 5 :] = padding[2, n - 1 :] = True
     results = {}

@@ -1,8 +1,11 @@
 """The relative terms built per diagonal (attention_kernels.Diagonals, CUDA's path) against gather
 and scatter_add (the CPU's): the same values, forward and backward, for Shaw's a^K and a^V and
-T5's bias. Run on the CPU by adding it to DIAGONAL_DEVICES."""
+T5's bias. Run on the CPU by adding it to DIAGONAL_DEVICES, from two queries on
+(DIAGONALS_ABOVE)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,8 +19,19 @@ from rpr_nmt.model.positions.t5 import T5Bias
 B, H, DH = 2, 3, 4
 
 
-def test_the_cpu_keeps_gather_and_cuda_takes_diagonals_from_two_queries():
-    assert not diagonals_apply(torch.device("cpu"), 50)
+def forms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Gather, then per diagonal on the CPU for any query length of two or more."""
+    monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 1)
+    for devices in [("cuda",), ("cuda", "cpu")]:
+        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+        yield
+
+
+def test_the_cpu_keeps_gather_and_cuda_takes_diagonals_for_long_sequences(monkeypatch):
+    assert not diagonals_apply(torch.device("cpu"), 500)
+    assert not diagonals_apply(torch.device("cuda"), attention_kernels.DIAGONALS_ABOVE)
+    assert diagonals_apply(torch.device("cuda"), attention_kernels.DIAGONALS_ABOVE + 1)
+    monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 0)
     assert diagonals_apply(torch.device("cuda"), 2)
     assert not diagonals_apply(torch.device("cuda"), 1)  # one query: one row, nothing to spread
 
@@ -83,8 +97,7 @@ def test_relative_attention_by_diagonals_equals_gather_forward_and_backward(
     padding = torch.zeros(B, tk, dtype=torch.bool)
     padding[1, tk - 1 :] = not causal  # padding where the queries still see a key
     results = []
-    for devices in [("cuda",), ("cuda", "cpu")]:  # gather, then diagonals on the CPU
-        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+    for _ in forms(monkeypatch):  # gather, then diagonals on the CPU
         leaves = [t.clone().requires_grad_() for t in inputs]
         z = relative_attention(
             *leaves[:3], rel_keys=leaves[3], rel_values=leaves[4], max_relative_position=k,
@@ -106,8 +119,7 @@ def test_t5_bias_by_diagonals_equals_indexing_bit_for_bit(
     t5 = T5Bias(n_heads=H, num_buckets=8, max_distance=12, bidirectional=bidirectional)
     out = torch.randn(H, tq, tk)
     values, grads = [], []
-    for devices in [("cuda",), ("cuda", "cpu")]:
-        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+    for _ in forms(monkeypatch):
         t5.weight.grad = None
         bias = t5.bias(tq, tk, q_offset, torch.device("cpu"))  # (H, Tq, Tk)
         (bias * out).sum().backward()
@@ -138,8 +150,7 @@ def test_a_model_by_diagonals_trains_and_decodes_as_by_gather(positions, monkeyp
     src[1, -4:] = 0
     tgt = torch.randint(4, 30, (3, 13))
     runs = []
-    for devices in [("cuda",), ("cuda", "cpu")]:
-        monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", devices)
+    for _ in forms(monkeypatch):
         torch.manual_seed(0)
         model = build_model(ModelConfig(**fields), vocab_size=30, pad_id=0).double()
         logits = model(src, tgt)  # (B, T, V)

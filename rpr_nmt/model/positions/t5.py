@@ -88,10 +88,10 @@ class T5Bias(nn.Module):
         Returns:
             Bias (H, Tq, Tk) in the weight's dtype, shared by every row of the batch.
         """
-        # The bias depends on j - i alone. On CUDA it is built per diagonal and spread over the
-        # pairs by a view (attention_kernels.Diagonals): weight[bucket] over all Tq x Tk pairs
-        # accumulates Tq x Tk gradients into U rows, which CUDA serialises (1,474x plain
-        # attention's time at n = 2048 on an H100); per diagonal it accumulates Tq + Tk - 1.
+        # The bias depends on j - i alone. On CUDA, for long sequences, it is built per diagonal
+        # and spread over the pairs by a view (attention_kernels.Diagonals): weight[bucket] over all
+        # Tq x Tk pairs accumulates Tq x Tk gradients into U rows, which CUDA serialises (1,474x
+        # plain attention's time at n = 2048 on an H100); per diagonal it accumulates Tq + Tk - 1.
         diagonals = Diagonals(q_len, k_len) if diagonals_apply(device, q_len) else None
         if diagonals is not None:
             offset = torch.arange(diagonals.length, device=device) - (q_len - 1 + q_offset)  # (L,)
