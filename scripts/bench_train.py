@@ -186,6 +186,7 @@ def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: s
     device time of every kernel), per update; then the baseline's costliest ops on the host.
     Host time includes what an op waits for the device (a copy to the host), so read it beside the
     table: an update whose dispatch alone exceeds its device time is bound by the host."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
@@ -197,7 +198,11 @@ def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: s
             _, seconds = runner.run(batches)
         events = prof.key_averages()
         host = sum(e.self_cpu_time_total for e in events) / 1e3 / len(batches)
-        device = sum(getattr(e, "self_device_time_total", 0) for e in events) / 1e3 / len(batches)
+        # Kernels only: an op's self device time is its kernels' time again (the profiler's own
+        # "Self CUDA time total" counts kernels alone; the second H100 sitting summed both).
+        kernels = [e for e in events if e.device_type != DeviceType.CPU]
+        kernels = [e for e in kernels if not e.is_user_annotation]
+        device = sum(e.self_device_time_total for e in kernels) / 1e3 / len(batches)
         print(
             f"    {variant}: wall {seconds * 1e3 / len(batches):.1f}, host ops {host:.1f}, "
             f"device kernels {device:.1f}",
