@@ -53,7 +53,8 @@ DIAGONALS_ABOVE = 128
 
 
 def diagonals_apply(device: torch.device, q_len: int) -> bool:
-    """Whether the relative terms of q_len queries on `device` are built per diagonal."""
+    """Whether the relative terms of q_len queries on `device` are built per diagonal: on
+    DIAGONAL_DEVICES above DIAGONALS_ABOVE queries, never for one (one row: nothing to spread)."""
     return device.type in DIAGONAL_DEVICES and q_len > max(DIAGONALS_ABOVE, 1)
 
 
