@@ -113,6 +113,7 @@ class Runner:
         self.autocast = autocast_factory(precision, device)
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
+        self.update_seconds: list[float] = []  # of the last run, on CUDA
 
     def flops_per_token(self, batch: Any) -> float:
         """FLOP of one update per non-padding source + target token (torch's FlopCounterMode)."""
@@ -123,18 +124,26 @@ class Runner:
         return counter.get_total_flops() / tokens
 
     def run(self, batches: list[Any]) -> tuple[int, float]:
-        """Train one update per batch; returns (src + tgt tokens, seconds)."""
+        """Train one update per batch; returns (src + tgt tokens, seconds). On CUDA each update
+        ends synchronised, and self.update_seconds keeps their times (is the spread in a few
+        updates or in all?)."""
         tokens = 0
-        sync = torch.cuda.synchronize if self.ctx.device.type == "cuda" else (lambda: None)
+        cuda = self.ctx.device.type == "cuda"
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
         sync()
         start = time.perf_counter()
+        ends = [start]
         for batch in batches:
             result = train_step(
                 self.model, self.optimizer, [batch], ctx=self.ctx, autocast=self.autocast,
                 scaler=self.scaler, pad_id=self.pad_id, label_smoothing=0.1, clip_norm=1.0,
             )  # fmt: skip
             tokens += result.n_src_tokens + result.n_tgt_tokens
+            if cuda:
+                sync()
+                ends.append(time.perf_counter())
         sync()
+        self.update_seconds = [b - a for a, b in zip(ends, ends[1:])]
         return tokens, time.perf_counter() - start
 
 
@@ -161,6 +170,15 @@ def bench_precision(
             + ", ".join(f"{v} {speed[v][-1]:,.0f} tok/s ({ratios[v][-1]:.3f})" for v in runners),
             flush=True,
         )
+        if torch.device(device).type == "cuda":
+            print(
+                "    ms per update: "
+                + "; ".join(
+                    f"{v} " + " ".join(f"{t * 1e3:.0f}" for t in runners[v].update_seconds)
+                    for v in runners
+                ),
+                flush=True,
+            )
     if torch.device(device).type == "cuda":  # cudaFree + retry when the cache runs out: a stall
         stats = torch.cuda.memory_stats()
         print(
