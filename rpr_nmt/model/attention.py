@@ -158,7 +158,12 @@ def relative_attention(
     if relative:
         # Only table rows first..last occur: slice the tables to (R', Dh) or (H, R', Dh), and
         # count r_ij from the first row.
-        window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
+        if torch.compiler.is_compiling():
+            # Traced with symbolic lengths, the window's clipped bounds break inductor (torch
+            # 2.13: "Exponent must be non-negative"); the whole table computes the same terms.
+            window = TableWindow.whole(max_relative_position)
+        else:
+            window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
         rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
         per_diagonal = diagonals_apply(q.device, Tq)  # long sequences on CUDA: no scatter-adds
         r = pair_rows(

@@ -138,6 +138,11 @@ class TableWindow(NamedTuple):
         last = max(-k, min(k, farthest)) + k
         return cls(first, max(first, last))
 
+    @classmethod
+    def whole(cls, max_relative_position: int) -> TableWindow:
+        """Every row, 0 .. 2k: the window torch.compile traces (see relative_attention)."""
+        return cls(0, 2 * max_relative_position)
+
     def rows(self, table: Tensor | None) -> Tensor | None:
         """The table's rows in the window: (R, Dh) -> (R', Dh), (H, R, Dh) -> (H, R', Dh)."""
         return None if table is None else table[..., self.first : self.last + 1, :]

@@ -214,9 +214,10 @@ def wrap_model(
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         model = DistributedDataParallel(model, device_ids=ids)
     if compile:
-        # Static shapes: with dynamic shapes, inductor fails on the relative-position index
-        # arithmetic (torch 2.13); each new batch shape compiles anew, up to dynamo's limit.
-        model = torch.compile(model, dynamic=False)
+        # Symbolic batch and lengths: a graph per branch the lengths take (attention_kernels'
+        # FEW_QUERIES, DIAGONALS_ABOVE), not per batch shape; with static shapes each new shape
+        # compiled anew, and past dynamo's limit of 8 the model ran uncompiled.
+        model = torch.compile(model, dynamic=True)
     return model
 
 
