@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
         [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
-        [--json PATH] [--profile]
+        [--json PATH] [--profile] [--compile]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -21,6 +21,8 @@ variant / absolute (the sinusoid) with their range, and peak memory. --json PATH
 figures as data, each row named as the reports name its setting (rpr_nmt.report.labels), with the
 host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
 holds them as speed.json (the speed of each method measured in one sitting, not in the sweep).
+--compile wraps every variant's model as train.compile=true does (torch.compile, symbolic shapes)
+and warms it up on every batch of the sitting first, so that no round times a compilation.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from rpr_nmt.precision import host_summary, matmul_ceilings
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.monitor import peak_memory_mb
+from rpr_nmt.train.setup import wrap_model
 from rpr_nmt.train.step import autocast_factory, train_step
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,7 +104,7 @@ def fixed_batches(config: TrainJobConfig, n: int) -> tuple[list[Any], int, int]:
 class Runner:
     """One model variant with its optimizer, trained on the fixed batches."""
 
-    def __init__(self, config, vocab_size, pad_id, precision, device) -> None:
+    def __init__(self, config, vocab_size, pad_id, precision, device, compile=False) -> None:
         torch.manual_seed(1)
         self.model = build_model(config.model, vocab_size=vocab_size, pad_id=pad_id).to(device)
         train = config.train
@@ -110,23 +113,26 @@ class Runner:
             eps=train.adam_eps,
         )  # fmt: skip
         self.ctx = DistributedContext(device=device)
+        self.forward_model = wrap_model(self.model, self.ctx, compile=compile)  # what trains
         self.autocast = autocast_factory(precision, device)
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
         self.update_seconds: list[float] = []  # of the last run, on CUDA
 
     def flops_per_token(self, batch: Any) -> float:
-        """FLOP of one update per non-padding source + target token (torch's FlopCounterMode)."""
+        """FLOP of one update per non-padding source + target token (torch's FlopCounterMode, on
+        the eager model: the counter does not see into compiled graphs)."""
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
-            tokens, _ = self.run([batch])
+            tokens, _ = self.run([batch], eager=True)
         return counter.get_total_flops() / tokens
 
-    def run(self, batches: list[Any]) -> tuple[int, float]:
-        """Train one update per batch; returns (src + tgt tokens, seconds). On CUDA each update
-        ends synchronised, and self.update_seconds keeps their times (is the spread in a few
-        updates or in all?)."""
+    def run(self, batches: list[Any], eager: bool = False) -> tuple[int, float]:
+        """Train one update per batch (with the uncompiled model if eager); returns (src + tgt
+        tokens, seconds). On CUDA each update ends synchronised, and self.update_seconds keeps
+        their times (is the spread in a few updates or in all?)."""
+        model = self.model if eager else self.forward_model
         tokens = 0
         cuda = self.ctx.device.type == "cuda"
         sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -135,7 +141,7 @@ class Runner:
         ends = [start]
         for batch in batches:
             result = train_step(
-                self.model, self.optimizer, [batch], ctx=self.ctx, autocast=self.autocast,
+                model, self.optimizer, [batch], ctx=self.ctx, autocast=self.autocast,
                 scaler=self.scaler, pad_id=self.pad_id, label_smoothing=0.1, clip_norm=1.0,
             )  # fmt: skip
             tokens += result.n_src_tokens + result.n_tgt_tokens
@@ -148,12 +154,15 @@ class Runner:
 
 
 def bench_precision(
-    configs, batches, vocab_size, pad_id, precision, device, rounds, steps, profile=False
-):
+    configs, batches, vocab_size, pad_id, precision, device, rounds, steps, profile=False,
+    compile=False,
+):  # fmt: skip
     """Interleaved rounds of every variant for one precision; returns a row per variant."""
-    runners = {v: Runner(c, vocab_size, pad_id, precision, device) for v, c in configs.items()}
-    for runner in runners.values():  # warm-up: allocator, kernels
-        runner.run(batches[:2])
+    runners = {
+        v: Runner(c, vocab_size, pad_id, precision, device, compile) for v, c in configs.items()
+    }
+    for runner in runners.values():  # warm-up: allocator, kernels (compiled: every batch shape)
+        runner.run(batches if compile else batches[:2])
     work = {v: runners[v].flops_per_token(batches[0]) for v in runners}
     speed: dict[str, list[float]] = {v: [] for v in runners}
     ratios: dict[str, list[float]] = {v: [] for v in runners}
@@ -238,7 +247,7 @@ def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str
     command = [
         sys.executable, __file__, "--peak-of", variant, precision, "--model", args.model,
         "--max-tokens", str(args.max_tokens), "--device", args.device, "--data", args.data,
-        "--threads", str(torch.get_num_threads()),
+        "--threads", str(torch.get_num_threads()), *(["--compile"] if args.compile else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak"]
@@ -261,6 +270,10 @@ def main() -> None:
         help="after the rounds, profile one round of each variant: host vs device time per update",
     )  # fmt: skip
     parser.add_argument(
+        "--compile", action="store_true",
+        help="torch.compile every variant as train.compile=true does (warmed up on every batch)",
+    )  # fmt: skip
+    parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -271,7 +284,7 @@ def main() -> None:
         variant, precision = args.peak_of
         config = load_config(args.model, args.max_tokens, variant, args.data)
         batches, vocab_size, pad_id = fixed_batches(config, 3)
-        Runner(config, vocab_size, pad_id, precision, device).run(batches)
+        Runner(config, vocab_size, pad_id, precision, device, args.compile).run(batches)
         print(json.dumps({"peak": peak_memory_mb(device)}))
         return
     variants = list(dict.fromkeys([*args.variants, BASELINE]))  # the baseline always runs
@@ -284,7 +297,8 @@ def main() -> None:
     print(
         f"{args.model} on {args.data}, {device}, {torch.get_num_threads()} threads, "
         f"max_tokens {args.max_tokens} ({per_batch:,.0f} non-pad src+tgt tokens per batch), "
-        f"{args.rounds} rounds x {args.steps} updates, MALLOC_MMAP_MAX_="
+        f"{args.rounds} rounds x {args.steps} updates, "
+        f"{'compiled (torch.compile), ' if args.compile else ''}MALLOC_MMAP_MAX_="
         f"{os.environ.get('MALLOC_MMAP_MAX_', 'unset')}",
         flush=True,
     )
@@ -301,6 +315,7 @@ def main() -> None:
             args.rounds,
             args.steps,
             args.profile,
+            args.compile,
         )
     ]
     for row in rows:
@@ -352,6 +367,7 @@ def write_json(
         "host": host,
         "ceilings_gflops": {k: round(v, 1) for k, v in ceilings.items()},
         "torch": torch.__version__,
+        "compiled": "--compile" in sys.argv,
         "rows": records,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
-#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]      stages: env tests speed onmt decode sweep
+#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]   stages: env tests speed compiled onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -17,6 +17,9 @@
 #           position methods) on transformer_base, bf16 and fp16, ~25k-token batches (BENCH_ARGS
 #           adds bench_train.py options, e.g. --profile); the attention core and every method's
 #           self-attention up to n = 4096; beam-4 decoding: speed_*.md
+#   compiled  the speed stage's training benchmark with every variant under torch.compile, as
+#           train.compile=true runs it (symbolic shapes; warmed up on every batch first):
+#           speed_compiled.md. The updates were host-bound in eager mode (the second sitting)
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -80,6 +83,13 @@ stage_speed() {
     --batch "${DECODE_BATCH:-256}" --streams 1 --repeats 2 --sentences "${SENTENCES:-1000}" \
     --uncached-sentences "${UNCACHED:-256}" \
     2>&1 | tee "$SITTING/speed_decode.md" | tail -10
+}
+
+stage_compiled() {
+  "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
+    --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} \
+    --rounds "${ROUNDS:-5}" --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
+    --compile ${BENCH_ARGS:-} 2>&1 | tee "$SITTING/speed_compiled.md" | tail -16
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
@@ -192,8 +202,8 @@ pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.
 
 for stage in "$@"; do
   case $stage in
-    env|tests|speed|onmt|decode|sweep) ;;
-    *) echo "unknown stage $stage: env tests speed onmt decode sweep" >&2; exit 2 ;;
+    env|tests|speed|compiled|onmt|decode|sweep) ;;
+    *) echo "unknown stage $stage: env tests speed compiled onmt decode sweep" >&2; exit 2 ;;
   esac
 done
 for stage in "$@"; do
