@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from rpr_nmt.config import ModelConfig
-from rpr_nmt.model import build_model
+from rpr_nmt.model import attention_kernels, build_model
 
 VOCAB, PAD = 23, 0
 TINY = dict(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0,
@@ -78,4 +78,15 @@ def test_compiled_shaw_serves_every_batch_shape_without_recompiling():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(METHODS) - {"shaw"}))
 def test_every_method_compiles_once_for_every_batch_shape(name):
+    check_compiled_matches_eager(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["shaw", "t5"])
+def test_compiled_terms_per_diagonal_match_eager(name, monkeypatch):
+    """CUDA's per-diagonal form (long sequences), forced on the CPU. Shaw's reads how many
+    diagonals share each edge row from a host tensor: a graph break in each attention, but the
+    same values and still no recompile."""
+    monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 1)
     check_compiled_matches_eager(name)
