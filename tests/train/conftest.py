@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -88,6 +89,12 @@ def compose_config(corpus: Path, cache: Path, *extra: str) -> TrainJobConfig:
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[*overrides, *extra])
     return to_job_config(cfg)
+
+
+def train_curve(run_dir: Path) -> list[tuple[int, float]]:
+    """(update, loss) of every training record in a run folder's metrics.jsonl."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
 
 
 def run_train(args: list[str], timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from rpr_nmt.train import train
 
-from .conftest import compose_config
+from .conftest import compose_config, train_curve
 
 QUIET = ("train.valid_bleu=false", "train.evaluate_at_end=false", "train.precision=fp32",
          "train.max_steps=8", "train.log_every=1", "model.dropout=0.0",
          "model.attention_dropout=0.0")  # fmt: skip
-
-
-def train_losses(run_dir) -> list[float]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
-    return [row["loss"] for row in rows if row["kind"] == "train"]
 
 
 @pytest.mark.slow
@@ -31,6 +24,6 @@ def test_compiled_training_follows_the_eager_losses(corpus, cache_dir, tmp_path,
         compose_config(corpus, cache_dir, *settings, "train.compile=true"), tmp_path / "compiled"
     )
     assert compiled["steps"] == eager["steps"] == 8
-    want, got = train_losses(tmp_path / "eager"), train_losses(tmp_path / "compiled")
-    assert len(got) == len(want) == 8
-    assert got == pytest.approx(want, rel=1e-4)
+    want, got = train_curve(tmp_path / "eager"), train_curve(tmp_path / "compiled")
+    assert [step for step, _ in got] == [step for step, _ in want] == list(range(1, 9))
+    assert [loss for _, loss in got] == pytest.approx([loss for _, loss in want], rel=1e-4)

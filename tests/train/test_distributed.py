@@ -19,7 +19,7 @@ import torch
 from rpr_nmt.train import train_step
 from rpr_nmt.train.distributed import DistributedContext
 
-from .conftest import REPO, tiny_overrides
+from .conftest import REPO, tiny_overrides, train_curve
 from .helpers import PAD, random_batch, tiny_model
 
 WORKER = Path(__file__).resolve().parent / "ddp_worker.py"
@@ -125,11 +125,7 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
                               text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
 
-    def curve(run_dir: Path) -> list[tuple[int, float]]:
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
-        return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
-
-    assert curve(stopped) == curve(tmp_path / "straight")
+    assert train_curve(stopped) == train_curve(tmp_path / "straight")
 
 
 def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(

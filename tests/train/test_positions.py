@@ -18,7 +18,7 @@ from rpr_nmt.config import position_methods
 from rpr_nmt.train import train
 from rpr_nmt.train.setup import check_model_settings
 
-from .conftest import REPO, compose_config, run_train, tiny_overrides
+from .conftest import REPO, compose_config, run_train, tiny_overrides, train_curve
 
 # Each group's (absolute, relative) methods; the published names keep their meaning and k.
 GROUPS = {
@@ -54,11 +54,6 @@ def test_every_group_composes_over_every_model_with_its_meaning(group, model):
     assert cfg.model.max_relative_position == (
         plain.model.max_relative_position if k is None else k
     )
-
-
-def train_curve(run_dir: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
-    return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
 
 
 @pytest.mark.parametrize("group", NEW)

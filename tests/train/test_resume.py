@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.train import train
 
-from .conftest import compose_config
-
-
-def train_curve(run_dir: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
-    return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
+from .conftest import compose_config, train_curve
 
 
 def test_resumed_losses_equal_an_uninterrupted_run(corpus, cache_dir, tmp_path):
