@@ -337,7 +337,7 @@ def main() -> None:
             f"{row['memory']:,.0f} MiB |"
         )
     if args.json:
-        write_json(args.json, rows, configs, ceilings, host_summary(ceilings))
+        write_json(args.json, rows, configs, ceilings, host_summary(ceilings), args.compile)
 
 
 def write_json(
@@ -346,8 +346,10 @@ def write_json(
     configs: dict[str, TrainJobConfig],
     ceilings: dict[str, float],
     host: str,
+    compiled: bool,
 ) -> None:
-    """The sitting's figures as data: one record per precision and variant, named by its label."""
+    """The sitting's figures as data: one record per precision and variant, named by its label;
+    compiled: whether the variants ran under torch.compile (--compile)."""
     records = [
         {
             "label": method_label(asdict(configs[row["variant"]].model)),
@@ -367,7 +369,7 @@ def write_json(
         "host": host,
         "ceilings_gflops": {k: round(v, 1) for k, v in ceilings.items()},
         "torch": torch.__version__,
-        "compiled": "--compile" in sys.argv,
+        "compiled": compiled,
         "rows": records,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,12 +71,18 @@ stage_tests() {
     tee "$SITTING/gpu_tests.log" | tail -30
 }
 
+bench_training() {  # FILE [OPTION ...]: bench_train.py on the sitting's model and batch, into FILE
+  local file=$1
+  shift
+  "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
+    --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} \
+    --rounds "${ROUNDS:-5}" --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
+    "$@" ${BENCH_ARGS:-} 2>&1 | tee "$SITTING/$file" | tail -16
+}
+
 stage_speed() {
   local rounds=${ROUNDS:-5}
-  "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
-    --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} --rounds "$rounds" \
-    --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} ${BENCH_ARGS:-} \
-    2>&1 | tee "$SITTING/speed_train.md" | tail -16
+  bench_training speed_train.md
   "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
     --rounds "$rounds" 2>&1 | tee "$SITTING/speed_attention.md" | tail -30
   "$PY" scripts/bench_decode.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
@@ -86,10 +92,7 @@ stage_speed() {
 }
 
 stage_compiled() {
-  "$PY" scripts/bench_train.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
-    --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} \
-    --rounds "${ROUNDS:-5}" --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
-    --compile ${BENCH_ARGS:-} 2>&1 | tee "$SITTING/speed_compiled.md" | tail -16
+  bench_training speed_compiled.md --compile
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
