@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
-#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]   stages: env tests speed compiled onmt decode sweep
+#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]   stages: env tests train speed compiled onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -17,6 +17,7 @@
 #           position methods) on transformer_base, bf16 and fp16, ~25k-token batches (BENCH_ARGS
 #           adds bench_train.py options, e.g. --profile); the attention core and every method's
 #           self-attention up to n = 4096; beam-4 decoding: speed_*.md
+#   train   the speed stage's training benchmark alone (eager): speed_train.md
 #   compiled  the speed stage's training benchmark with every variant under torch.compile, as
 #           train.compile=true runs it (symbolic shapes; warmed up on every batch first):
 #           speed_compiled.md. The updates were host-bound in eager mode (the second sitting)
@@ -80,9 +81,13 @@ bench_training() {  # FILE [OPTION ...]: bench_train.py on the sitting's model a
     "$@" ${BENCH_ARGS:-} 2>&1 | tee "$SITTING/$file" | tail -16
 }
 
+stage_train() {
+  bench_training speed_train.md
+}
+
 stage_speed() {
   local rounds=${ROUNDS:-5}
-  bench_training speed_train.md
+  stage_train
   "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --max-n "${MAX_N:-4096}" \
     --rounds "$rounds" 2>&1 | tee "$SITTING/speed_attention.md" | tail -30
   "$PY" scripts/bench_decode.py --device "$DEVICE" --model "${MODEL:-transformer_base}" \
@@ -205,8 +210,8 @@ pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.
 
 for stage in "$@"; do
   case $stage in
-    env|tests|speed|compiled|onmt|decode|sweep) ;;
-    *) echo "unknown stage $stage: env tests speed compiled onmt decode sweep" >&2; exit 2 ;;
+    env|tests|train|speed|compiled|onmt|decode|sweep) ;;
+    *) echo "unknown stage $stage: env tests train speed compiled onmt decode sweep" >&2; exit 2 ;;
   esac
 done
 for stage in "$@"; do
