@@ -6,7 +6,8 @@ Here one 64-bit random word decides four elements: each 16-bit lane is compared 
 round(p * 65536), so an element is dropped with probability p rounded to a multiple of 1/65536
 (0.1 becomes 0.100006). As with F.dropout, the backward pass multiplies by the saved mask.
 Draws come from torch's default generator, so seeding and checkpointed RNG states cover them.
-On CUDA, F.dropout's fused Philox kernel is already cheap and is used as it is.
+On CUDA, F.dropout's fused Philox kernel is already cheap and is used as it is, and so is F.dropout
+under torch.compile, whose inductor generates the masks inside its fused kernels.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return x
     _check_rate(p)
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
+        # CUDA's fused Philox kernel is cheap; under torch.compile inductor draws its own masks in
+        # the fused kernel, where dropout_mask's int64 draw would break the graph at every dropout.
         return F.dropout(x, p, training=True)
     keep = dropout_mask(x.shape, p, x.device)
     # bool -> uint8 is a free view, and uint8 -> float a fast cast, where bool arithmetic and

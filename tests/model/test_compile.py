@@ -90,3 +90,14 @@ def test_compiled_terms_per_diagonal_match_eager(name, monkeypatch):
     monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", ("cuda", "cpu"))
     monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 1)
     check_compiled_matches_eager(name)
+
+
+def test_training_dropout_traces_without_graph_breaks():
+    """In training mode the CPU's dropout masks (dropout_mask's int64 draw) broke the graph at every
+    dropout; traced, the model uses F.dropout, which inductor fuses: one graph for the forward."""
+    torch.manual_seed(0)
+    config = ModelConfig(**{**TINY, **METHODS["shaw"], "dropout": 0.1, "attention_dropout": 0.1})
+    model = build_model(config, vocab_size=VOCAB, pad_id=PAD).train()
+    explanation = torch._dynamo.explain(model)(*batch(*SHAPES[0]))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
