@@ -117,7 +117,7 @@ class Runner:
         self.autocast = autocast_factory(precision, device)
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
-        self.update_seconds: list[float] = []  # of the last run, on CUDA
+        self.update_seconds: list[float] = []  # of the last run
 
     def flops_per_token(self, batch: Any) -> float:
         """FLOP of one update per non-padding source + target token (torch's FlopCounterMode, on
@@ -130,7 +130,7 @@ class Runner:
 
     def run(self, batches: list[Any], eager: bool = False) -> tuple[int, float]:
         """Train one update per batch (with the uncompiled model if eager); returns (src + tgt
-        tokens, seconds). On CUDA each update ends synchronised, and self.update_seconds keeps
+        tokens, seconds). Each update ends synchronised (on CUDA), and self.update_seconds keeps
         their times (is the spread in a few updates or in all?)."""
         model = self.model if eager else self.forward_model
         tokens = 0
@@ -145,9 +145,8 @@ class Runner:
                 scaler=self.scaler, pad_id=self.pad_id, label_smoothing=0.1, clip_norm=1.0,
             )  # fmt: skip
             tokens += result.n_src_tokens + result.n_tgt_tokens
-            if cuda:
-                sync()
-                ends.append(time.perf_counter())
+            sync()
+            ends.append(time.perf_counter())
         sync()
         self.update_seconds = [b - a for a, b in zip(ends, ends[1:])]
         return tokens, time.perf_counter() - start
@@ -161,11 +160,14 @@ def bench_precision(
     runners = {
         v: Runner(c, vocab_size, pad_id, precision, device, compile) for v, c in configs.items()
     }
-    for runner in runners.values():  # warm-up: allocator, kernels (compiled: every batch shape)
+    for variant, runner in runners.items():  # warm-up: allocator, kernels (compiled: every shape)
+        start = time.perf_counter()
         runner.run(batches if compile else batches[:2])
+        print(f"  {precision} warm-up {variant}: {time.perf_counter() - start:.1f} s", flush=True)
     work = {v: runners[v].flops_per_token(batches[0]) for v in runners}
     speed: dict[str, list[float]] = {v: [] for v in runners}
     ratios: dict[str, list[float]] = {v: [] for v in runners}
+    updates: dict[str, list[float]] = {v: [] for v in runners}  # seconds per update
     for r in range(rounds):
         chunk = [batches[(r * steps + i) % len(batches)] for i in range(steps)]
         order = list(runners) if r % 2 == 0 else list(reversed(runners))
@@ -179,6 +181,8 @@ def bench_precision(
             + ", ".join(f"{v} {speed[v][-1]:,.0f} tok/s ({ratios[v][-1]:.3f})" for v in runners),
             flush=True,
         )
+        for variant in runners:
+            updates[variant] += runners[variant].update_seconds
         if torch.device(device).type == "cuda":
             print(
                 "    ms per update: "
@@ -188,6 +192,12 @@ def bench_precision(
                 ),
                 flush=True,
             )
+    if updates[BASELINE]:  # a stalled update (the machine's, not the model's) moves these least
+        print(f"  {precision} per update over all rounds, median (fastest) ms; median ratio to "
+              f"{BASELINE} on the same batch: " + "; ".join(
+                  f"{v} {statistics.median(t) * 1e3:.1f} ({min(t) * 1e3:.1f}) "
+                  f"{statistics.median(a / b for a, b in zip(t, updates[BASELINE])):.3f}"
+                  for v, t in updates.items()), flush=True)  # fmt: skip
     if torch.device(device).type == "cuda":  # cudaFree + retry when the cache runs out: a stall
         stats = torch.cuda.memory_stats()
         print(
@@ -274,6 +284,10 @@ def main() -> None:
         help="torch.compile every variant as train.compile=true does (warmed up on every batch)",
     )  # fmt: skip
     parser.add_argument(
+        "--no-memory", action="store_true",
+        help="skip the peak-memory processes (with --compile each compiles the model again)",
+    )  # fmt: skip
+    parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -319,7 +333,9 @@ def main() -> None:
         )
     ]
     for row in rows:
-        row["memory"] = peak_in_fresh_process(args, row["variant"], row["precision"])
+        row["memory"] = None
+        if not args.no_memory:
+            row["memory"] = peak_in_fresh_process(args, row["variant"], row["precision"])
     print(f"\n{date.today()} | {platform.machine()} | torch {torch.__version__}")
     print(f"{host_summary(ceilings)}\n")
     print(
@@ -334,7 +350,7 @@ def main() -> None:
         print(
             f"| {row['precision']} | {row['variant']} | {row['speed']:,.0f}{share} | "
             f"{row['work'] / 1e6:.1f} | {row['ratio']:.3f} ({low:.3f}-{high:.3f}) | "
-            f"{row['memory']:,.0f} MiB |"
+            + ("not measured |" if row["memory"] is None else f"{row['memory']:,.0f} MiB |")
         )
     if args.json:
         write_json(args.json, rows, configs, ceilings, host_summary(ceilings), args.compile)
@@ -359,7 +375,7 @@ def write_json(
             "time_ratio_to_sinusoid": round(row["ratio"], 4),
             "time_ratio_range": [round(x, 4) for x in row["range"]],
             "mflop_per_token": round(row["work"] / 1e6, 2),
-            "peak_memory_mib": round(row["memory"], 1),
+            "peak_memory_mib": None if row["memory"] is None else round(row["memory"], 1),
         }
         for row in rows
     ]

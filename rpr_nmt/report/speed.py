@@ -9,7 +9,7 @@ names the sitting under the table. Format (one record per method and precision):
 
     {"command": str, "date": str, "host": str,
      "rows": [{"label": "RoPE", "precision": "bf16", "tokens_per_sec": float,
-               "time_ratio_to_sinusoid": float, "peak_memory_mib": float, ...}, ...]}
+               "time_ratio_to_sinusoid": float, "peak_memory_mib": float or null, ...}, ...]}
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ class Speed:
         ]
 
     def cells(self, label: str) -> list[str]:
-        """A setting's speed cells; '-' where the sitting did not measure it."""
+        """A setting's speed cells; '-' where the sitting did not measure it (the method, or its
+        memory)."""
         cells = []
         for p in self.precisions:
             found = self.figures.get((label, p))
@@ -57,7 +58,8 @@ class Speed:
                 cells += ["-", "-"]
                 continue
             tokens, ratio = found["tokens_per_sec"], found["time_ratio_to_sinusoid"]
-            cells += [f"{tokens:,.0f} ({ratio:.2f})", f"{found['peak_memory_mib']:,.0f}"]
+            peak = found["peak_memory_mib"]  # null: a sitting run with --no-memory
+            cells += [f"{tokens:,.0f} ({ratio:.2f})", "-" if peak is None else f"{peak:,.0f}"]
         return cells
 
     def note(self) -> str:

@@ -52,6 +52,13 @@ def test_the_sittings_figures_replace_the_runs_tokens_per_second(tmp_path: Path)
     assert "2026-11-25 19:30 UTC" in text and SITTING["command"] in text
 
 
+def test_a_sitting_without_memory_leaves_the_memory_cell_empty(tmp_path: Path):
+    rows = [{**SITTING["rows"][1], "peak_memory_mib": None}]  # bench_train.py --no-memory
+    (tmp_path / SPEED_FILE).write_text(json.dumps({**SITTING, "rows": rows}))
+    cells = table_rows(markdown_table([row(ROPE, 222.0)], load_speed(tmp_path)))
+    assert cells["RoPE"][-2:] == ["13,929 (1.07)", "-"]
+
+
 def test_without_a_sitting_the_table_keeps_the_runs_tokens_per_second(tmp_path: Path):
     assert load_speed(tmp_path) is None
     cells = table_rows(markdown_table([row(ROPE, 222.0)], None))
