@@ -8,7 +8,8 @@
 # `carry`; `python scripts/gpu_prepare.py` builds them here beforehand. The stages write to SITTING
 # (default /tmp/gpu_sitting); as each stage ends, the files it wrote are packed into one file,
 # STAGE.tar.gz, in $OUT (the device's return folder; RESULTS=DIR elsewhere), written under a temporary
-# name and renamed, so that a call cut at its 10-minute limit still returns every stage it finished.
+# name and renamed, so that a call cut at its 10-minute limit still returns every stage it finished
+# (and what the stage it cut had written, as STAGE_cut.tar.gz).
 # Nothing else goes there: a device call returns at most 8 files, and a sweep writes dozens.
 #
 #   env     versions, GPU, packages: env.txt
@@ -96,8 +97,8 @@ stage_speed() {
     2>&1 | tee "$SITTING/speed_decode.md" | tail -10
 }
 
-stage_compiled() {
-  bench_training speed_compiled.md --compile
+stage_compiled() {  # no peak-memory processes: each would compile the model again (the third
+  bench_training speed_compiled.md --compile --no-memory  # sitting's stage ran out of time)
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
@@ -214,11 +215,17 @@ for stage in "$@"; do
     *) echo "unknown stage $stage: env tests train speed compiled onmt decode sweep" >&2; exit 2 ;;
   esac
 done
+# A call cut at its limit (timeout -s TERM signals this script's whole process group) still packs what
+# the stage it cut had written, as STAGE_cut.tar.gz: a benchmark's log holds every round it finished.
+current=
+trap '[ -z "$current" ] || pack_stage "${current}_cut" "$marker"; exit 124' TERM
 for stage in "$@"; do
   echo "== $stage $(date -u +%T)"
   marker="$SITTING/.stage_start_$stage"
   touch "$marker"
   sleep 1  # a file written in the marker's second still counts as newer
+  current=$stage
   "stage_$stage"
+  current=
   pack_stage "$stage" "$marker"
 done
