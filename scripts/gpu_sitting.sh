@@ -98,7 +98,9 @@ stage_speed() {
 }
 
 stage_compiled() {  # no peak-memory processes: each would compile the model again (the third
-  bench_training speed_compiled.md --compile --no-memory  # sitting's stage ran out of time)
+  # sitting's stage ran out of time); dynamo's recompiles and graph breaks logged with the figures
+  TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md --compile \
+    --no-memory
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
