@@ -22,7 +22,11 @@ figures as data, each row named as the reports name its setting (rpr_nmt.report.
 host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
 holds them as speed.json (the speed of each method measured in one sitting, not in the sweep).
 --compile wraps every variant's model as train.compile=true does (torch.compile, symbolic shapes)
-and warms it up on every batch of the sitting first, so that no round times a compilation.
+and warms it up on every batch of the sitting first, so that no round times a compilation; each
+variant's warm-up time is printed as it ends. After the rounds, one line per precision gives each
+variant's median and fastest time per update over all rounds and the median of its per-update time
+ratios to the baseline on the same batch: on a machine that stalls now and then (the GPU sittings),
+these move least. --no-memory skips the peak-memory processes (with --compile, each compiles again).
 """
 
 from __future__ import annotations
