@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
-#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]   stages: env tests train speed compiled onmt decode sweep
+#   bash scripts/gpu_sitting.sh STAGE [STAGE ...]
+#   stages: env tests train speed compiled onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -97,8 +98,9 @@ stage_speed() {
     2>&1 | tee "$SITTING/speed_decode.md" | tail -10
 }
 
-stage_compiled() {  # no peak-memory processes: each would compile the model again (the third
-  # sitting's stage ran out of time); dynamo's recompiles and graph breaks logged with the figures
+stage_compiled() {
+  # No peak-memory processes: each would compile the model again (the third sitting's stage ran out
+  # of time). Dynamo's recompiles and graph breaks are logged beside the figures.
   TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md --compile \
     --no-memory
 }
