@@ -23,9 +23,9 @@ see only R distinct table rows, so they are computed per row, never through an (
 
 Memory: O(Tq Tk) for the attention matrix (as in plain attention) plus O(Tq R); never O(Tq Tk Dh).
 The speed work around these equations lives in attention_kernels.py (PyTorch's fused kernel when
-no table is used, tables sliced to the rows that occur, on CUDA both terms built per diagonal
-j - i instead of by gather and scatter-add, the mask of hidden keys); projections,
-tables and the decoding cache in multihead.py and cache.py.
+no table is used, tables sliced to the rows that occur, the products with the table rows, on CUDA
+both terms built per diagonal j - i instead of by gather and scatter-add, the mask of hidden
+keys); projections, tables and the decoding cache in multihead.py and cache.py.
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ from rpr_nmt.model.attention_kernels import (
     PairRows,
     TableWindow,
     diagonals_apply,
+    dot_rows,
     fused_attention,
     fused_kernel_applies,
     hidden_keys,
+    mix_rows,
 )
 from rpr_nmt.model.dropout import dropout
 
@@ -180,9 +182,8 @@ def relative_attention(
 
     # (2) Position logits, eq. 4 second term: q_i . a^K_ij / sqrt(Dh), gathered from the
     # products with every table row: (q_i . w^K^T)[r_ij] / sqrt(Dh).
-    if rel_keys is not None:
-        heads = "h" if rel_keys.dim() == 3 else ""  # per-head tables, or one shared by all heads
-        q_dot_wk = torch.einsum(f"bhqd,{heads}rd->bhqr", q, rel_keys)  # (B, H, Tq, R')
+    if rel_keys is not None:  # per-head tables (H, R', Dh), or one (R', Dh) shared by all heads
+        q_dot_wk = dot_rows(q, rel_keys)  # (B, H, Tq, R')
         logits += r.pick(q_dot_wk)  # (B, H, Tq, Tk); in place: one n^2 buffer less
 
     # (3) Softmax over keys (alpha_ij); hidden keys (future, padding) get exactly zero weight.
@@ -197,7 +198,6 @@ def relative_attention(
     # (5) Position output, eq. 3 second term: sum_j alpha_ij a^V_ij = sum_r bucket_ir w^V[r],
     # where bucket_ir sums alpha_ij over the keys j at table row r.
     if rel_values is not None:
-        heads = "h" if rel_values.dim() == 3 else ""
         buckets = r.bucket_sum(alpha, rel_values.size(-2))  # (B, H, Tq, R')
-        z += torch.einsum(f"bhqr,{heads}rd->bhqd", buckets, rel_values)  # (B, H, Tq, Dh)
+        z += mix_rows(buckets, rel_values)  # (B, H, Tq, Dh)
     return z

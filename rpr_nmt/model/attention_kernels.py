@@ -6,6 +6,9 @@
   Slicing w^K, w^V to them makes both position terms cheaper: a causal decoder only uses rows
   -k..0, and sequences shorter than k fewer than 2k + 1 rows.
 - hidden_keys: the boolean mask of the keys a query must not see (future keys, padding).
+- dot_rows / mix_rows: the products with the tables' rows; on CUDA by matmul, which an eager update
+  dispatches with about half of einsum's host-side ops, elsewhere by einsum, the arithmetic the
+  published CPU sweeps trained with (bit for bit: tests/train/test_published_settings_unchanged.py).
 - Diagonals: on CUDA, above DIAGONALS_ABOVE queries, the relative terms without scatter-adds.
   Gathering q . w^K^T by r_ij and bucket-summing alpha into R columns both accumulate Tq x Tk
   values into a few columns per row (in the backward or the forward pass), which a GPU serialises
@@ -33,9 +36,11 @@ __all__ = [
     "PairRows",
     "TableWindow",
     "diagonals_apply",
+    "dot_rows",
     "fused_attention",
     "fused_kernel_applies",
     "hidden_keys",
+    "mix_rows",
 ]
 
 # Up to this many queries per batch row take relative_attention's own path, not SDPA.
@@ -113,6 +118,31 @@ def fused_attention(
         dropout_p=dropout_p,
         is_causal=plain_causal,
     )  # (B, H, Tq, Dh)
+
+
+# Devices whose table products go through matmul (dot_rows, mix_rows). An eager CUDA update waits
+# on its host's dispatch (the second GPU sitting: 78 ms of host ops against 57.5 ms of kernels), and
+# einsum wraps each bmm in permutes and views: per relative attention, forward and backward, about
+# 37 dispatched ops against matmul's 15-21 (counted with a TorchDispatchMode, 2026-11-26).
+MATMUL_DEVICES = ("cuda",)
+
+
+def dot_rows(q: Tensor, table: Tensor) -> Tensor:
+    """q_i . w[r] for every query and table row r: (B, H, Tq, Dh) x (R, Dh) or (H, R, Dh), a table
+    shared by the heads or one per head -> (B, H, Tq, R)."""
+    if q.device.type in MATMUL_DEVICES:
+        return q @ table.transpose(-1, -2)  # broadcast over the batch (and heads)
+    heads = "h" if table.dim() == 3 else ""
+    return torch.einsum(f"bhqd,{heads}rd->bhqr", q, table)
+
+
+def mix_rows(weights: Tensor, table: Tensor) -> Tensor:
+    """sum_r weights_ir w[r] for every query: (B, H, Tq, R) x (R, Dh) or (H, R, Dh), as in dot_rows
+    -> (B, H, Tq, Dh)."""
+    if weights.device.type in MATMUL_DEVICES:
+        return weights @ table
+    heads = "h" if table.dim() == 3 else ""
+    return torch.einsum(f"bhqr,{heads}rd->bhqd", weights, table)
 
 
 class TableWindow(NamedTuple):
