@@ -122,8 +122,9 @@ def fused_attention(
 
 # Devices whose table products go through matmul (dot_rows, mix_rows). An eager CUDA update waits
 # on its host's dispatch (the second GPU sitting: 78 ms of host ops against 57.5 ms of kernels), and
-# einsum wraps each bmm in permutes and views: per relative attention, forward and backward, about
-# 37 dispatched ops against matmul's 15-21 (counted with a TorchDispatchMode, 2026-11-26).
+# einsum wraps each bmm in permutes and views: one table product, forward and backward, dispatched
+# about 37 ops against matmul's 15-21, a whole relative attention 148 against 119 with per-head
+# tables (tests/model/test_table_products.py counts them with a TorchDispatchMode).
 MATMUL_DEVICES = ("cuda",)
 
 

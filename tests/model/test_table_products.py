@@ -5,7 +5,6 @@ forward and backward, with fewer dispatched ops; the CPU itself keeps einsum's a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -48,12 +47,11 @@ def attention_and_grads(leaves: list[torch.Tensor]) -> list[torch.Tensor]:
     return [z.detach(), q.grad, k.grad, v.grad, wk.grad, wv.grad]
 
 
-def with_matmul(monkeypatch: pytest.MonkeyPatch, run: Callable[[], object]) -> object:
-    monkeypatch.setattr(attention_kernels, "MATMUL_DEVICES", ("cuda", "cpu"))
-    try:
-        return run()
-    finally:
-        monkeypatch.setattr(attention_kernels, "MATMUL_DEVICES", ("cuda",))
+def matmul_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on (the test's end undoes it) the CPU takes CUDA's matmul form."""
+    monkeypatch.setattr(
+        attention_kernels, "MATMUL_DEVICES", (*attention_kernels.MATMUL_DEVICES, "cpu")
+    )
 
 
 @pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
@@ -72,7 +70,8 @@ def test_the_cpu_keeps_einsums_arithmetic_bit_for_bit(per_head):
 def test_relative_attention_by_matmul_equals_by_einsum_forward_and_backward(per_head, monkeypatch):
     leaves = inputs(per_head)
     by_einsum = attention_and_grads(leaves)
-    by_matmul = with_matmul(monkeypatch, lambda: attention_and_grads(leaves))
+    matmul_on_the_cpu(monkeypatch)
+    by_matmul = attention_and_grads(leaves)
     for name, got, want in zip(["z", "q", "k", "v", "w^K", "w^V"], by_matmul, by_einsum):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=name)
 
@@ -88,5 +87,6 @@ def test_matmul_dispatches_fewer_ops_than_einsum(per_head, monkeypatch):
         return sum(counter.ops.values())
 
     by_einsum = counted()
-    by_matmul = with_matmul(monkeypatch, counted)
+    matmul_on_the_cpu(monkeypatch)
+    by_matmul = counted()
     assert by_matmul < by_einsum - 20, (by_matmul, by_einsum)
