@@ -6,9 +6,9 @@
   Slicing w^K, w^V to them makes both position terms cheaper: a causal decoder only uses rows
   -k..0, and sequences shorter than k fewer than 2k + 1 rows.
 - hidden_keys: the boolean mask of the keys a query must not see (future keys, padding).
-- dot_rows / mix_rows: the products with the tables' rows; on CUDA by matmul, which an eager update
-  dispatches with about half of einsum's host-side ops, elsewhere by einsum, the arithmetic the
-  published CPU sweeps trained with (bit for bit: tests/train/test_published_settings_unchanged.py).
+- dot_rows / mix_rows: the products with the tables' rows, as the one bmm that einsum would plan
+  (einsum's arithmetic, bit for bit, which the published sweeps trained with), without einsum's
+  host-side ops around it (an eager CUDA update waits on its host).
 - Diagonals: on CUDA, above DIAGONALS_ABOVE queries, the relative terms without scatter-adds.
   Gathering q . w^K^T by r_ij and bucket-summing alpha into R columns both accumulate Tq x Tk
   values into a few columns per row (in the backward or the forward pass), which a GPU serialises
@@ -120,30 +120,37 @@ def fused_attention(
     )  # (B, H, Tq, Dh)
 
 
-# Devices whose table products go through matmul (dot_rows, mix_rows). An eager CUDA update waits
-# on its host's dispatch (the second GPU sitting: 78 ms of host ops against 57.5 ms of kernels), and
-# einsum wraps each bmm in permutes and views: one table product, forward and backward, dispatched
-# about 37 ops against matmul's 15-21, a whole relative attention 148 against 119 with per-head
-# tables (tests/model/test_table_products.py counts them with a TorchDispatchMode).
-MATMUL_DEVICES = ("cuda",)
+# The products with the tables' rows. einsum("bhqd,hrd->bhqr") plans one bmm over the heads (over
+# a batch of one for a shared table), batch and queries folded into its rows, and wraps it in ~37
+# ops per product, forward + backward; an eager CUDA update waits on its host (the second GPU
+# sitting: 78 ms of host ops, 57.5 ms of kernels). Called directly, the same bmm gives einsum's
+# values bit for bit in 113 ops per relative attention against 143 (per-head tables; shared 107
+# against 145). A broadcasting matmul (q @ table) was cheap to dispatch too, but copied per-head
+# tables for every sentence and kept the copies for the backward (peak memory of a transformer_base
+# update 9,282 -> 10,140 MiB, the third and fourth GPU sittings). test_table_products.py checks all
+# three.
 
 
 def dot_rows(q: Tensor, table: Tensor) -> Tensor:
     """q_i . w[r] for every query and table row r: (B, H, Tq, Dh) x (R, Dh) or (H, R, Dh), a table
     shared by the heads or one per head -> (B, H, Tq, R)."""
-    if q.device.type in MATMUL_DEVICES:
-        return q @ table.transpose(-1, -2)  # broadcast over the batch (and heads)
-    heads = "h" if table.dim() == 3 else ""
-    return torch.einsum(f"bhqd,{heads}rd->bhqr", q, table)
+    B, H, Tq, Dh = q.shape
+    if table.dim() == 2:  # shared by the heads: batch, heads and queries folded into the rows
+        rows = torch.bmm(q.reshape(1, B * H * Tq, Dh), table.t()[None])  # (1, B * H * Tq, R)
+        return rows.view(B, H, Tq, -1)
+    rows = torch.bmm(q.transpose(0, 1).reshape(H, B * Tq, Dh), table.transpose(1, 2))
+    return rows.view(H, B, Tq, -1).transpose(0, 1)  # (H, B * Tq, R) -> (B, H, Tq, R)
 
 
 def mix_rows(weights: Tensor, table: Tensor) -> Tensor:
     """sum_r weights_ir w[r] for every query: (B, H, Tq, R) x (R, Dh) or (H, R, Dh), as in dot_rows
     -> (B, H, Tq, Dh)."""
-    if weights.device.type in MATMUL_DEVICES:
-        return weights @ table
-    heads = "h" if table.dim() == 3 else ""
-    return torch.einsum(f"bhqr,{heads}rd->bhqd", weights, table)
+    B, H, Tq, R = weights.shape
+    if table.dim() == 2:
+        rows = torch.bmm(weights.reshape(1, B * H * Tq, R), table[None])  # (1, B * H * Tq, Dh)
+        return rows.view(B, H, Tq, -1)
+    rows = torch.bmm(weights.transpose(0, 1).reshape(H, B * Tq, R), table)
+    return rows.view(H, B, Tq, -1).transpose(0, 1)  # (H, B * Tq, Dh) -> (B, H, Tq, Dh)
 
 
 class TableWindow(NamedTuple):

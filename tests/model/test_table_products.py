@@ -1,6 +1,6 @@
-"""The products with the relative tables' rows (attention_kernels.dot_rows / mix_rows): by matmul
-on CUDA, by einsum elsewhere. Run on the CPU by adding it to MATMUL_DEVICES: the same values,
-forward and backward, with fewer dispatched ops; the CPU itself keeps einsum's arithmetic."""
+"""The products with the relative tables' rows (attention_kernels.dot_rows / mix_rows): einsum's
+arithmetic bit for bit (the published sweeps trained with einsum), forward and backward, with fewer
+dispatched ops than einsum and no more memory kept for the backward."""
 
 from __future__ import annotations
 
@@ -10,11 +10,20 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rpr_nmt.model import attention_kernels, relative_attention
-from rpr_nmt.model.attention_kernels import dot_rows, mix_rows
+from rpr_nmt.model import attention, relative_attention
 
-B, H, TQ, TK, DH, K = 2, 3, 7, 9, 4, 3
+B, H, TQ, TK, DH, K = 5, 3, 7, 9, 4, 3
 R = 2 * K + 1
+
+
+def einsum_dot_rows(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    heads = "h" if table.dim() == 3 else ""
+    return torch.einsum(f"bhqd,{heads}rd->bhqr", q, table)
+
+
+def einsum_mix_rows(weights: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    heads = "h" if table.dim() == 3 else ""
+    return torch.einsum(f"bhqr,{heads}rd->bhqd", weights, table)
 
 
 class CountOps(TorchDispatchMode):
@@ -29,56 +38,46 @@ class CountOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def inputs(per_head: bool, dtype=torch.float64) -> list[torch.Tensor]:
+def inputs(per_head: bool) -> list[torch.Tensor]:
+    """q, k, v in the model's layout (heads split from (B, T, D) by a transposed view), w^K, w^V."""
     g = torch.Generator().manual_seed(7 if per_head else 8)
+    heads = [torch.randn(B, t, H, DH, generator=g).transpose(1, 2) for t in (TQ, TK, TK)]
     table = (H, R, DH) if per_head else (R, DH)
-    shapes = [(B, H, TQ, DH), (B, H, TK, DH), (B, H, TK, DH), table, table]
-    return [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
+    return [*heads, torch.randn(table, generator=g), torch.randn(table, generator=g)]
 
 
-def attention_and_grads(leaves: list[torch.Tensor]) -> list[torch.Tensor]:
-    q, k, v, wk, wv = (t.clone().requires_grad_() for t in leaves)
+def attention_and_grads(leaves: list[torch.Tensor], *, bf16: bool = False) -> list[torch.Tensor]:
+    q, k, v, wk, wv = (t.detach().clone().requires_grad_() for t in leaves)
     padding = torch.zeros(B, TK, dtype=torch.bool)
     padding[1, -2:] = True
-    z = relative_attention(
-        q, k, v, rel_keys=wk, rel_values=wv, max_relative_position=K, key_padding_mask=padding
-    )  # (B, H, TQ, DH)
-    (z * torch.linspace(-1, 1, z.numel(), dtype=z.dtype).view_as(z)).sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        z = relative_attention(
+            q, k, v, rel_keys=wk, rel_values=wv, max_relative_position=K, key_padding_mask=padding
+        )  # (B, H, TQ, DH)
+    (z.float() * torch.linspace(-1, 1, z.numel()).view_as(z)).sum().backward()
     return [z.detach(), q.grad, k.grad, v.grad, wk.grad, wv.grad]
 
 
-def matmul_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """From here on (the test's end undoes it) the CPU takes CUDA's matmul form."""
-    monkeypatch.setattr(
-        attention_kernels, "MATMUL_DEVICES", (*attention_kernels.MATMUL_DEVICES, "cpu")
-    )
+def by_einsum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on (the test's end undoes it) the attention takes the products by einsum."""
+    monkeypatch.setattr(attention, "dot_rows", einsum_dot_rows)
+    monkeypatch.setattr(attention, "mix_rows", einsum_mix_rows)
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
-def test_the_cpu_keeps_einsums_arithmetic_bit_for_bit(per_head):
-    """The published CPU sweeps trained with einsum: the CPU must compute exactly that."""
-    q, _, _, table, _ = inputs(per_head, dtype=torch.float32)
-    weights = torch.softmax(torch.randn(B, H, TQ, R), dim=-1)
-    heads = "h" if per_head else ""
-    assert torch.equal(dot_rows(q, table), torch.einsum(f"bhqd,{heads}rd->bhqr", q, table))
-    assert torch.equal(
-        mix_rows(weights, table), torch.einsum(f"bhqr,{heads}rd->bhqd", weights, table)
-    )
-
-
-@pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
-def test_relative_attention_by_matmul_equals_by_einsum_forward_and_backward(per_head, monkeypatch):
+def test_relative_attention_computes_einsums_values_bit_for_bit(per_head, bf16, monkeypatch):
     leaves = inputs(per_head)
-    by_einsum = attention_and_grads(leaves)
-    matmul_on_the_cpu(monkeypatch)
-    by_matmul = attention_and_grads(leaves)
-    for name, got, want in zip(["z", "q", "k", "v", "w^K", "w^V"], by_matmul, by_einsum):
-        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=name)
+    got = attention_and_grads(leaves, bf16=bf16)
+    by_einsum(monkeypatch)
+    want = attention_and_grads(leaves, bf16=bf16)
+    for name, a, b in zip(["z", "q", "k", "v", "w^K", "w^V"], got, want):
+        assert torch.equal(a, b), name
 
 
 @pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
-def test_matmul_dispatches_fewer_ops_than_einsum(per_head, monkeypatch):
-    """What the matmul form is for: fewer ops for an eager update's host to dispatch."""
+def test_the_products_dispatch_fewer_ops_than_einsum(per_head, monkeypatch):
+    """What writing the bmm out is for: fewer ops for an eager update's host to dispatch."""
     leaves = inputs(per_head)
 
     def counted() -> int:
@@ -86,7 +85,28 @@ def test_matmul_dispatches_fewer_ops_than_einsum(per_head, monkeypatch):
             attention_and_grads(leaves)
         return sum(counter.ops.values())
 
-    by_einsum = counted()
-    matmul_on_the_cpu(monkeypatch)
-    by_matmul = counted()
-    assert by_matmul < by_einsum - 20, (by_matmul, by_einsum)
+    ours = counted()
+    by_einsum(monkeypatch)
+    assert ours < counted() - 20
+
+
+@pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
+def test_no_more_memory_is_kept_for_the_backward_than_by_einsum(per_head, monkeypatch):
+    """A broadcasting matmul (q @ table) kept a copy of the per-head tables for every sentence."""
+    leaves = inputs(per_head)
+
+    def kept_bytes() -> int:
+        total = 0
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            nonlocal total
+            total += t.numel() * t.element_size()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            attention_and_grads(leaves)
+        return total
+
+    ours = kept_bytes()
+    by_einsum(monkeypatch)
+    assert ours <= kept_bytes()
