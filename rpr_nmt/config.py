@@ -107,7 +107,10 @@ class TrainConfig:
     # "auto" (bf16 where the device computes it natively, else fp32: rpr_nmt/precision.py), "fp32",
     # "bf16" (autocast), "fp16" (CUDA, grad scaler); the presets say auto, the library fp32
     precision: str = "fp32"
-    compile: bool = False  # wrap the model in torch.compile
+    compile: bool = False  # train through torch.compile (symbolic shapes)
+    # what is compiled: "layers" (each encoder and decoder layer; one graph per layer kind serves
+    # all of them, so it compiles in a fraction of the time) or "model" (the whole forward)
+    compile_scope: str = "layers"
     log_every: int = 50  # steps between log lines and TensorBoard scalars
     valid_every: int = 1000  # steps between validations (also run at the end)
     save_every: int = 1000  # steps between checkpoints (one is always written at the end)

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
         [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
-        [--json PATH] [--profile] [--compile]
+        [--json PATH] [--profile] [--compile [layers|model]]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -21,7 +21,8 @@ variant / absolute (the sinusoid) with their range, and peak memory. --json PATH
 figures as data, each row named as the reports name its setting (rpr_nmt.report.labels), with the
 host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
 holds them as speed.json (the speed of each method measured in one sitting, not in the sweep).
---compile wraps every variant's model as train.compile=true does (torch.compile, symbolic shapes)
+--compile wraps every variant's model as train.compile=true does (torch.compile, symbolic shapes;
+each encoder and decoder layer, or with --compile model the whole model, as train.compile_scope)
 and warms it up on every batch of the sitting first, so that no round times a compilation; each
 variant's warm-up time is printed as it ends. After the rounds, one line per precision gives each
 variant's median and fastest time per update over all rounds and the median of its per-update time
@@ -108,7 +109,7 @@ def fixed_batches(config: TrainJobConfig, n: int) -> tuple[list[Any], int, int]:
 class Runner:
     """One model variant with its optimizer, trained on the fixed batches."""
 
-    def __init__(self, config, vocab_size, pad_id, precision, device, compile=False) -> None:
+    def __init__(self, config, vocab_size, pad_id, precision, device, compile=None) -> None:
         torch.manual_seed(1)
         self.model = build_model(config.model, vocab_size=vocab_size, pad_id=pad_id).to(device)
         train = config.train
@@ -117,7 +118,9 @@ class Runner:
             eps=train.adam_eps,
         )  # fmt: skip
         self.ctx = DistributedContext(device=device)
-        self.forward_model = wrap_model(self.model, self.ctx, compile=compile)  # what trains
+        self.forward_model = wrap_model(  # what trains; compile: None or the scope
+            self.model, self.ctx, compile=compile is not None, scope=compile or "layers"
+        )
         self.autocast = autocast_factory(precision, device)
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
@@ -158,7 +161,7 @@ class Runner:
 
 def bench_precision(
     configs, batches, vocab_size, pad_id, precision, device, rounds, steps, profile=False,
-    compile=False,
+    compile=None,
 ):  # fmt: skip
     """Interleaved rounds of every variant for one precision; returns a row per variant."""
     runners = {
@@ -261,7 +264,8 @@ def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str
     command = [
         sys.executable, __file__, "--peak-of", variant, precision, "--model", args.model,
         "--max-tokens", str(args.max_tokens), "--device", args.device, "--data", args.data,
-        "--threads", str(torch.get_num_threads()), *(["--compile"] if args.compile else []),
+        "--threads", str(torch.get_num_threads()),
+        *(["--compile", args.compile] if args.compile else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak"]
@@ -284,8 +288,9 @@ def main() -> None:
         help="after the rounds, profile one round of each variant: host vs device time per update",
     )  # fmt: skip
     parser.add_argument(
-        "--compile", action="store_true",
-        help="torch.compile every variant as train.compile=true does (warmed up on every batch)",
+        "--compile", nargs="?", const="layers", choices=["layers", "model"],
+        help="torch.compile every variant as train.compile=true does, its layers (the default) "
+        "or the whole model (warmed up on every batch)",
     )  # fmt: skip
     parser.add_argument(
         "--no-memory", action="store_true",
@@ -316,7 +321,7 @@ def main() -> None:
         f"{args.model} on {args.data}, {device}, {torch.get_num_threads()} threads, "
         f"max_tokens {args.max_tokens} ({per_batch:,.0f} non-pad src+tgt tokens per batch), "
         f"{args.rounds} rounds x {args.steps} updates, "
-        f"{'compiled (torch.compile), ' if args.compile else ''}MALLOC_MMAP_MAX_="
+        f"{f'compiled (torch.compile, {args.compile}), ' if args.compile else ''}MALLOC_MMAP_MAX_="
         f"{os.environ.get('MALLOC_MMAP_MAX_', 'unset')}",
         flush=True,
     )
@@ -366,10 +371,10 @@ def write_json(
     configs: dict[str, TrainJobConfig],
     ceilings: dict[str, float],
     host: str,
-    compiled: bool,
+    compiled: str | None,
 ) -> None:
     """The sitting's figures as data: one record per precision and variant, named by its label;
-    compiled: whether the variants ran under torch.compile (--compile)."""
+    compiled: what of the variants ran under torch.compile (--compile: layers or model), or None."""
     records = [
         {
             "label": method_label(asdict(configs[row["variant"]].model)),

@@ -22,7 +22,10 @@
 #   train   the speed stage's training benchmark alone (eager): speed_train.md
 #   compiled  the speed stage's training benchmark with every variant under torch.compile, as
 #           train.compile=true runs it (symbolic shapes; warmed up on every batch first):
-#           speed_compiled.md. The updates were host-bound in eager mode (the second sitting)
+#           speed_compiled.md. The updates were host-bound in eager mode (the second sitting).
+#           COMPILE_SCOPE: layers (default: each layer, as train.compile_scope) or model. The whole
+#           model took ~200 s to compile and ~90 s per recompile on the H100 machine (the fourth
+#           sitting: 4 compiles in 8 batches, none timed)
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -101,8 +104,8 @@ stage_speed() {
 stage_compiled() {
   # No peak-memory processes: each would compile the model again (the third sitting's stage ran out
   # of time). Dynamo's recompiles and graph breaks are logged beside the figures.
-  TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md --compile \
-    --no-memory
+  TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md \
+    --compile "${COMPILE_SCOPE:-layers}" --no-memory
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a

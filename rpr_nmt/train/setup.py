@@ -3,6 +3,7 @@ and the optimizer."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 from dataclasses import dataclass, replace
@@ -23,6 +24,8 @@ def check_settings(cfg: TrainConfig) -> None:
     """Refuse settings that compose but cannot work together (SettingsError says which)."""
     if cfg.best_metric not in ("loss", "bleu"):
         raise SettingsError(f"train.best_metric={cfg.best_metric!r}: use loss or bleu")
+    if cfg.compile_scope not in ("layers", "model"):
+        raise SettingsError(f"train.compile_scope={cfg.compile_scope!r}: use layers or model")
     if cfg.best_metric == "bleu" and not cfg.valid_bleu:
         raise SettingsError("train.best_metric=bleu needs train.valid_bleu=true")
     for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
@@ -205,20 +208,42 @@ def load_training_data(
 
 
 def wrap_model(
-    model: torch.nn.Module, ctx: DistributedContext, *, compile: bool
+    model: torch.nn.Module, ctx: DistributedContext, *, compile: bool, scope: str = "layers"
 ) -> torch.nn.Module:
-    """DistributedDataParallel across ranks, then torch.compile when asked."""
+    """What trains: the model, or its twin with compiled layers (scope "layers"), in
+    DistributedDataParallel across ranks, then the whole of it compiled (scope "model")."""
+    if compile and scope == "layers":
+        model = with_compiled_layers(model)
     if ctx.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         model = DistributedDataParallel(model, device_ids=ids)
-    if compile:
-        # Symbolic batch and lengths: a graph per branch the lengths take (attention_kernels'
-        # FEW_QUERIES, DIAGONALS_ABOVE), not per batch shape; with static shapes each new shape
-        # compiled anew, and past dynamo's limit of 8 the model ran uncompiled.
+    if compile and scope == "model":
         model = torch.compile(model, dynamic=True)
     return model
+
+
+def with_compiled_layers(model: torch.nn.Module) -> torch.nn.Module:
+    """A twin of the Transformer whose encoder and decoder layers run through torch.compile.
+
+    The twin holds the model's own parameters (training it trains the model) and leaves the model
+    eager: decoding, checkpoints and the weight average see no compiled code. Every encoder layer
+    runs the same code, so one graph serves all six (one more for the decoder's), where compiling
+    the whole model traces every layer anew. Symbolic batch and lengths: a graph per branch the
+    lengths take (attention_kernels' FEW_QUERIES, DIAGONALS_ABOVE), not per batch shape; with
+    static shapes each new shape compiled anew, and past dynamo's limit of 8 the layers ran eager.
+    """
+    twin = copy.copy(model)  # shares the parameters; its own table of submodules
+    twin._modules = dict(model._modules)
+    for name in ("encoder", "decoder"):
+        stack = copy.copy(getattr(model, name))
+        stack._modules = dict(stack._modules)
+        stack.layers = torch.nn.ModuleList(
+            torch.compile(layer, dynamic=True) for layer in stack.layers
+        )
+        setattr(twin, name, stack)
+    return twin
 
 
 def _quiet(_: str) -> None:

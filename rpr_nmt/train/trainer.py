@@ -158,7 +158,9 @@ class Trainer:
         )  # fmt: skip
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
-        self.forward_model = wrap_model(self.model, ctx, compile=cfg.compile)
+        self.forward_model = wrap_model(
+            self.model, ctx, compile=cfg.compile, scope=cfg.compile_scope
+        )
         self.batches = iter(self.train_iterator)
         self.guard = NonFiniteGuard(cfg.max_bad_steps)
         self.monitor = Monitor(

@@ -155,6 +155,7 @@ def test_a_stop_file_is_a_shared_stop_request(tmp_path):
         (["data.max_tokens_per_sentence=20000"], "lower it to at most 399 or raise train.max"),
         (["train.best_metric=bleu", "train.valid_bleu=false"], "best_metric=bleu needs"),
         (["train.best_metric=accuracy"], "use loss or bleu"),
+        (["train.compile_scope=graph"], "train.compile_scope='graph': use layers or model"),
         (["train.update_freq=0"], "update_freq=0"),
         (["train.label_smoothing=1.0"], r"train.label_smoothing=1.0 must be in \[0, 1\)"),
         (["train.lr=0"], "train.lr=0.0 must be above 0"),
