@@ -1,5 +1,6 @@
 """Every position method on CUDA (pytest -m gpu on a GPU machine): forward and backward against
-the CPU in float32, cached decoding against the full forward, and a bf16 forward near float32.
+the CPU in float32, cached decoding against the full forward, a bf16 forward near float32, and the
+layers compiled as train.compile=true compiles them (triton) against eager.
 
 Without CUDA every test here is skipped with the reason. TF32 stays off (tests/gpu/test_cuda.py),
 so CUDA and CPU compute the same float32 arithmetic up to summation order; sequences are longer
@@ -15,6 +16,7 @@ import torch
 from rpr_nmt.config import ModelConfig
 from rpr_nmt.model import build_model
 from rpr_nmt.model.attention_kernels import FEW_QUERIES
+from rpr_nmt.train.setup import with_compiled_layers
 
 from ..model.test_transformer import check_cached_decoding
 from .test_cuda import _no_tf32  # noqa: F401  (an autouse fixture: TF32 off here too)
@@ -94,3 +96,25 @@ def test_bf16_autocast_forward_on_cuda_stays_near_float32(name):
             low = model(src, tgt).double()
     assert torch.isfinite(low).all()
     assert ((low - reference).norm() / reference.norm()).item() < 2e-2
+
+
+@pytest.mark.parametrize("name", ["shaw", "sinusoid"])
+def test_compiled_layers_on_cuda_equal_eager(name):
+    """The two variants the GPU sitting times compiled: eager's logits and gradients over two batch
+    shapes (one compile; dropout off, whose random stream inductor draws otherwise)."""
+    model = tiny(name).to(CUDA)
+    twin = with_compiled_layers(model)
+    for n, s, t in [(3, 2 * FEW_QUERIES + 5, 2 * FEW_QUERIES + 3), (4, 2 * FEW_QUERIES + 9, 40)]:
+        src, tgt = (x.to(CUDA) for x in batch(n, s, t))
+        results = []
+        for forward in (model, twin):
+            model.zero_grad()
+            logits = forward(src, tgt)  # (B, T, V)
+            weights = torch.linspace(-1, 1, logits.numel(), device=CUDA).view_as(logits)
+            (logits * weights).sum().backward()
+            grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+            results.append((logits.detach(), grads))
+        (want, want_grads), (got, got_grads) = results
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        for key, grad in want_grads.items():
+            torch.testing.assert_close(got_grads[key], grad, atol=5e-5, rtol=1e-4, msg=key)
