@@ -211,7 +211,13 @@ def wrap_model(
     model: torch.nn.Module, ctx: DistributedContext, *, compile: bool, scope: str = "layers"
 ) -> torch.nn.Module:
     """What trains: the model, or its twin with compiled layers (scope "layers"), in
-    DistributedDataParallel across ranks, then the whole of it compiled (scope "model")."""
+    DistributedDataParallel across ranks, then the whole of it compiled (scope "model").
+
+    Either scope compiles with symbolic batch and lengths: a graph per branch the lengths take
+    (attention_kernels' FEW_QUERIES, DIAGONALS_ABOVE) and per guard inductor adds of its own, not
+    per batch shape; with static shapes each new shape compiled anew, and past dynamo's limit of 8
+    the model ran eager.
+    """
     if compile and scope == "layers":
         model = with_compiled_layers(model)
     if ctx.distributed:
@@ -230,9 +236,7 @@ def with_compiled_layers(model: torch.nn.Module) -> torch.nn.Module:
     The twin holds the model's own parameters (training it trains the model) and leaves the model
     eager: decoding, checkpoints and the weight average see no compiled code. Every encoder layer
     runs the same code, so one graph serves all six (one more for the decoder's), where compiling
-    the whole model traces every layer anew. Symbolic batch and lengths: a graph per branch the
-    lengths take (attention_kernels' FEW_QUERIES, DIAGONALS_ABOVE), not per batch shape; with
-    static shapes each new shape compiled anew, and past dynamo's limit of 8 the layers ran eager.
+    the whole model traces every layer anew.
     """
     twin = copy.copy(model)  # shares the parameters; its own table of submodules
     twin._modules = dict(model._modules)
