@@ -1,7 +1,8 @@
 """One rank of the DDP equivalence test (launched by test_distributed.py, like torchrun would).
 
-Usage: RANK=r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=p python ddp_worker.py OUT.pt
-Runs UPDATES updates of DistributedDataParallel + train_step on batch 2u + rank, saves the weights.
+Usage: RANK=r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=p python ddp_worker.py OUT.pt [SCOPE]
+Runs UPDATES updates of DistributedDataParallel + train_step on batch 2u + rank, saves the weights;
+with SCOPE (layers or model), the model wrapped as train.compile=true wraps it.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from helpers import PAD, random_batch, tiny_model  # noqa: E402
 
 from rpr_nmt.train import train_step  # noqa: E402
 from rpr_nmt.train.distributed import init_distributed  # noqa: E402
+from rpr_nmt.train.setup import wrap_model  # noqa: E402
 
 UPDATES = 3
 
 
-def main(out: str) -> None:
+def main(out: str, scope: str | None = None) -> None:
     torch.set_num_threads(1)
     ctx = init_distributed("cpu")
     model = tiny_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp = wrap_model(model, ctx, compile=scope is not None, scope=scope or "layers")  # DDP inside
     losses = []
     for u in range(UPDATES):
         result = train_step(
@@ -42,4 +44,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])
