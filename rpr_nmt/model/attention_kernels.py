@@ -134,23 +134,24 @@ def fused_attention(
 def dot_rows(q: Tensor, table: Tensor) -> Tensor:
     """q_i . w[r] for every query and table row r: (B, H, Tq, Dh) x (R, Dh) or (H, R, Dh), a table
     shared by the heads or one per head -> (B, H, Tq, R)."""
-    B, H, Tq, Dh = q.shape
-    if table.dim() == 2:  # shared by the heads: batch, heads and queries folded into the rows
-        rows = torch.bmm(q.reshape(1, B * H * Tq, Dh), table.t()[None])  # (1, B * H * Tq, R)
-        return rows.view(B, H, Tq, -1)
-    rows = torch.bmm(q.transpose(0, 1).reshape(H, B * Tq, Dh), table.transpose(1, 2))
-    return rows.view(H, B, Tq, -1).transpose(0, 1)  # (H, B * Tq, R) -> (B, H, Tq, R)
+    return _rows_times(q, table.transpose(-1, -2))
 
 
 def mix_rows(weights: Tensor, table: Tensor) -> Tensor:
     """sum_r weights_ir w[r] for every query: (B, H, Tq, R) x (R, Dh) or (H, R, Dh), as in dot_rows
     -> (B, H, Tq, Dh)."""
-    B, H, Tq, R = weights.shape
-    if table.dim() == 2:
-        rows = torch.bmm(weights.reshape(1, B * H * Tq, R), table[None])  # (1, B * H * Tq, Dh)
-        return rows.view(B, H, Tq, -1)
-    rows = torch.bmm(weights.transpose(0, 1).reshape(H, B * Tq, R), table)
-    return rows.view(H, B, Tq, -1).transpose(0, 1)  # (H, B * Tq, Dh) -> (B, H, Tq, Dh)
+    return _rows_times(weights, table)
+
+
+def _rows_times(x: Tensor, other: Tensor) -> Tensor:
+    """x @ other as einsum's one bmm: (B, H, Tq, C) x (C, N) shared by the heads (a batch of one,
+    batch, heads and queries folded into its rows) or (H, C, N) per head (the heads as its batch,
+    batch and queries folded into its rows) -> (B, H, Tq, N)."""
+    B, H, Tq, C = x.shape
+    if other.dim() == 2:
+        return torch.bmm(x.reshape(1, B * H * Tq, C), other[None]).view(B, H, Tq, -1)
+    rows = torch.bmm(x.transpose(0, 1).reshape(H, B * Tq, C), other)  # (H, B * Tq, N)
+    return rows.view(H, B, Tq, -1).transpose(0, 1)
 
 
 class TableWindow(NamedTuple):
