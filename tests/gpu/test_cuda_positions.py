@@ -60,17 +60,24 @@ def batch(n: int = 3, s: int = 2 * FEW_QUERIES + 5, t: int = 2 * FEW_QUERIES + 3
     return src, torch.randint(4, VOCAB, (n, t), generator=g)
 
 
+def logits_and_grads(forward, model: torch.nn.Module, src, tgt) -> tuple[torch.Tensor, dict]:
+    """forward's logits (B, T, V) and the gradients a fixed weighting of them leaves on model's
+    parameters (forward: the model, or a twin sharing its parameters), both on the CPU."""
+    model.zero_grad()
+    logits = forward(src, tgt)  # (B, T, V)
+    weights = torch.linspace(-1, 1, logits.numel(), device=logits.device).view_as(logits)
+    (logits * weights).sum().backward()
+    grads = {k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None}
+    return logits.detach().cpu(), grads
+
+
 @pytest.mark.parametrize("name", list(METHODS))
 def test_forward_and_backward_on_cuda_equal_the_cpu(name):
     src, tgt = batch()
     results = {}
     for device in ("cpu", "cuda"):
         model = tiny(name).to(device)
-        logits = model(src.to(device), tgt.to(device))  # (B, T, V)
-        weights = torch.linspace(-1, 1, logits.numel(), device=device).view_as(logits)
-        (logits * weights).sum().backward()
-        grads = {k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None}
-        results[device] = logits.detach().cpu(), grads
+        results[device] = logits_and_grads(model, model, src.to(device), tgt.to(device))
     torch.testing.assert_close(results["cuda"][0], results["cpu"][0], atol=2e-5, rtol=1e-4)
     assert results["cuda"][1].keys() == results["cpu"][1].keys()
     for key, grad in results["cpu"][1].items():
@@ -106,15 +113,8 @@ def test_compiled_layers_on_cuda_equal_eager(name):
     twin = with_compiled_layers(model)
     for n, s, t in [(3, 2 * FEW_QUERIES + 5, 2 * FEW_QUERIES + 3), (4, 2 * FEW_QUERIES + 9, 40)]:
         src, tgt = (x.to(CUDA) for x in batch(n, s, t))
-        results = []
-        for forward in (model, twin):
-            model.zero_grad()
-            logits = forward(src, tgt)  # (B, T, V)
-            weights = torch.linspace(-1, 1, logits.numel(), device=CUDA).view_as(logits)
-            (logits * weights).sum().backward()
-            grads = {k: p.grad.clone() for k, p in model.named_parameters()}
-            results.append((logits.detach(), grads))
-        (want, want_grads), (got, got_grads) = results
+        want, want_grads = logits_and_grads(model, model, src, tgt)
+        got, got_grads = logits_and_grads(twin, model, src, tgt)
         torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
         for key, grad in want_grads.items():
             torch.testing.assert_close(got_grads[key], grad, atol=5e-5, rtol=1e-4, msg=key)
