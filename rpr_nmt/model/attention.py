@@ -25,12 +25,14 @@ Memory: O(Tq Tk) for the attention matrix (as in plain attention) plus O(Tq R); 
 The speed work around these equations lives in attention_kernels.py (PyTorch's fused kernel when
 no table is used, tables sliced to the rows that occur, the products with the table rows, on CUDA
 both terms built per diagonal j - i instead of by gather and scatter-add, the mask of hidden
-keys); projections, tables and the decoding cache in multihead.py and cache.py.
+keys); projections, tables and the decoding cache in multihead.py and cache.py. r_ij is the same
+for every layer of a stack: the stack builds it once per forward (ShawPairs, transformer.py).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -48,7 +50,7 @@ from rpr_nmt.model.attention_kernels import (
 )
 from rpr_nmt.model.dropout import dropout
 
-__all__ = ["pair_rows", "relative_attention", "relative_position_index"]
+__all__ = ["ShawPairs", "relative_attention", "relative_position_index", "shaw_pairs"]
 
 
 def relative_position_index(
@@ -78,27 +80,57 @@ def relative_position_index(
     return distance.clamp(-k, k) + k
 
 
-def pair_rows(
-    shape: tuple[int, int, int, int],
+class ShawPairs(NamedTuple):
+    """The table row r_ij of every (query, key) pair of one self-attention call, and the window of
+    rows that occur: what both of Shaw's terms index with. A stack builds it once per forward for
+    all its layers (PositionTerms.pairs); relative_attention builds it when it is given none.
+
+    Attributes:
+        window: the table rows that occur (TableWindow); the tables are sliced to it.
+        rows: r_ij counted from window.first, (Tq, Tk) for gather and scatter_add, or by diagonal
+            j - i (Diagonals: CUDA's path for long sequences).
+        built_for: (Tq, Tk, k, q_offset, causal) of the calls it serves.
+    """
+
+    window: TableWindow
+    rows: Tensor | Diagonals
+    built_for: tuple[int, int, int, int, bool]
+
+    def of_batch(self, batch: int, heads: int) -> PairRows | Diagonals:
+        """r_ij of every pair of a (B, H, Tq, Tk) block: a view of the one (Tq, Tk) index."""
+        if isinstance(self.rows, Diagonals):
+            return self.rows
+        return PairRows(self.rows.expand(batch, heads, *self.rows.shape))  # (B, H, Tq, Tk)
+
+
+def shaw_pairs(
+    q_len: int,
+    k_len: int,
     max_relative_position: int,
     q_offset: int,
-    window: TableWindow,
     *,
-    per_diagonal: bool,
-    device: torch.device | str | None = None,
-) -> PairRows | Diagonals:
-    """r_ij of every (query, key) pair of `shape` (B, H, Tq, Tk), counted from window.first.
+    causal: bool,
+    device: torch.device,
+) -> ShawPairs:
+    """r_ij of queries at q_offset .. q_offset + q_len - 1 and keys at 0 .. k_len - 1.
 
-    per_diagonal: by diagonal j - i (Diagonals, CUDA's path), else an index (B, H, Tq, Tk) for
-    gather and scatter_add (PairRows; a view of one (Tq, Tk) index).
+    Only table rows first..last occur: the tables are sliced to them and r_ij counted from the
+    first. By diagonal on CUDA above DIAGONALS_ABOVE queries (no scatter-adds), else an index.
     """
-    B, H, Tq, Tk = shape
-    if per_diagonal:
+    k = max_relative_position
+    if torch.compiler.is_compiling():
+        # Traced with symbolic lengths, the window's clipped bounds break inductor (torch 2.13:
+        # "Exponent must be non-negative"); the whole table computes the same terms.
+        window = TableWindow.whole(k)
+    else:
+        window = TableWindow.of(q_len, k_len, k, q_offset, causal=causal)
+    if diagonals_apply(device, q_len):
         # Diagonal m = j - i + Tq - 1 has the row of key m seen from the last query.
-        rows = relative_position_index(1, Tq + Tk - 1, max_relative_position, q_offset + Tq - 1)
-        return Diagonals.of(Tq, Tk, window.shift(rows[0]))  # (L,) rows, on the CPU: no sync
-    r = relative_position_index(Tq, Tk, max_relative_position, q_offset, device=device)
-    return PairRows(window.shift(r).expand(B, H, Tq, Tk))
+        by_diagonal = relative_position_index(1, q_len + k_len - 1, k, q_offset + q_len - 1)
+        rows = Diagonals.of(q_len, k_len, window.shift(by_diagonal[0]))  # (L,), on the CPU: no sync
+    else:
+        rows = window.shift(relative_position_index(q_len, k_len, k, q_offset, device=device))
+    return ShawPairs(window, rows, (q_len, k_len, k, q_offset, causal))
 
 
 def relative_attention(
@@ -114,6 +146,7 @@ def relative_attention(
     q_offset: int = 0,
     dropout_p: float = 0.0,
     bias: Tensor | None = None,
+    pairs: ShawPairs | None = None,
 ) -> Tensor:
     """Scaled dot-product attention with the paper's relative position terms (eq. 3 and 4).
 
@@ -131,6 +164,8 @@ def relative_attention(
         dropout_p: dropout on the attention weights alpha (pass 0.0 in evaluation).
         bias: another relative method's term added to the logits (ALiBi, T5: positions/terms.py),
             for queries from q_offset and keys from 0; shared by the batch. None = no bias.
+        pairs: r_ij for these lengths, k, q_offset and causal, built once for a stack's layers
+            (shaw_pairs); None = built here. Not used under torch.compile, which builds its own.
 
     Returns:
         z, the attention output per head.
@@ -158,20 +193,17 @@ def relative_attention(
         return fused_attention(q, k, v, **mask, dropout_p=dropout_p, bias=bias)  # (B, H, Tq, Dh)
     hidden = hidden_keys(Tq, Tk, **mask, device=q.device)  # (B or 1, 1, Tq, Tk) or None
     if relative:
-        # Only table rows first..last occur: slice the tables to (R', Dh) or (H, R', Dh), and
-        # count r_ij from the first row.
-        if torch.compiler.is_compiling():
-            # Traced with symbolic lengths, the window's clipped bounds break inductor (torch
-            # 2.13: "Exponent must be non-negative"); the whole table computes the same terms.
-            window = TableWindow.whole(max_relative_position)
-        else:
-            window = TableWindow.of(Tq, Tk, max_relative_position, q_offset, causal=causal)
-        rel_keys, rel_values = window.rows(rel_keys), window.rows(rel_values)
-        per_diagonal = diagonals_apply(q.device, Tq)  # long sequences on CUDA: no scatter-adds
-        r = pair_rows(
-            (B, H, Tq, Tk), max_relative_position, q_offset, window, per_diagonal=per_diagonal,
-            device=q.device,
-        )  # fmt: skip
+        built_for = (Tq, Tk, max_relative_position, q_offset, causal)
+        if torch.compiler.is_compiling() or pairs is None:  # compiled: over the whole table
+            pairs = shaw_pairs(*built_for[:4], causal=causal, device=q.device)
+        elif pairs.built_for != built_for:
+            raise ValueError(
+                f"pairs built for (Tq, Tk, k, q_offset, causal) = {pairs.built_for}, "
+                f"used for {built_for}"
+            )
+        # Only the window's rows occur: the tables sliced to (R', Dh) or (H, R', Dh).
+        rel_keys, rel_values = pairs.window.rows(rel_keys), pairs.window.rows(rel_values)
+        r = pairs.of_batch(B, H)  # r_ij of every (query, key) pair
 
     q = q * (1.0 / math.sqrt(Dh))  # the 1 / sqrt(Dh) of eq. 4, folded into q once
 

@@ -106,7 +106,7 @@ class EncoderLayer(nn.Module):
     ) -> Tensor:
         """Shapes: x (B, S, D), padding_mask (B, S) True = pad; returns (B, S, D).
 
-        terms: the self-attention's relative method (RoPE, ALiBi, T5), None for Shaw or none.
+        terms: the self-attention's relative method (Shaw's pair rows, RoPE, ALiBi, T5), or None.
         """
         h, _ = self.self_attn(self.attn_norm.before(x), key_padding_mask=padding_mask, terms=terms)
         x = self.attn_norm.after(x + self.dropout(h))
@@ -169,8 +169,8 @@ class DecoderLayer(nn.Module):
             memory_padding_mask: True where the source is padding.
             self_cache: keys and values of positions 0 .. q_offset - 1.
             q_offset: absolute position of x's first token.
-            terms: self-attention's relative method at these positions (RoPE, ALiBi, T5); None
-                for Shaw (the attention's own tables) or none. Cross-attention has none.
+            terms: self-attention's relative method at these positions (Shaw's pair rows, RoPE,
+                ALiBi, T5); None for none. Cross-attention has none.
 
         Returns:
             (output, self-attention keys/values of all positions so far, memory keys/values).

@@ -182,9 +182,9 @@ class RelativeMultiheadAttention(nn.Module):
             key_padding_mask: True where a key is padding.
             cache: self-attention only: keys and values of earlier positions, put before the new.
             q_offset: absolute position of x's first token (the cache length when decoding).
-            terms: self-attention only: another relative method's rotation of the queries and new
-                keys, or bias on the logits, at these positions (positions/terms.py). Keys enter
-                the cache rotated, at their own positions.
+            terms: self-attention only: the relative method's rotation of the queries and new
+                keys, bias on the logits, or Shaw's pair rows, at these positions
+                (positions/terms.py). Keys enter the cache rotated, at their own positions.
 
         Returns:
             (output, keys_values): the attention output, and the keys and values attended over (in
@@ -232,6 +232,7 @@ class RelativeMultiheadAttention(nn.Module):
             q_offset=q_offset,
             dropout_p=self.attention_dropout if self.training else 0.0,
             bias=None if terms is None else terms.bias,
+            pairs=None if terms is None else terms.pairs,
         )  # (B, H, Tq, Dh)
         out = z.transpose(1, 2).reshape(B, Tq, D).to(x.dtype)  # (B, Tq, D), groups split again
         return self.out_proj(out), kv

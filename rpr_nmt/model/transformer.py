@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.config import ModelConfig
+from rpr_nmt.model.attention import shaw_pairs
 from rpr_nmt.model.cache import DecoderCache
 from rpr_nmt.model.embeddings import TokenEmbedding
 from rpr_nmt.model.layers import DecoderLayer, EncoderLayer
@@ -51,6 +52,8 @@ class EncoderOutput:
 class _Stack(nn.Module):
     """Embedding, the layers, for pre-norm a final LayerNorm, and the relative method's terms."""
 
+    causal = False  # whether self-attention is causal (the decoder's)
+
     def __init__(
         self,
         *,
@@ -58,7 +61,10 @@ class _Stack(nn.Module):
         layers: list[nn.Module],
         pre_norm: bool,
         relative_terms: RelativeTerms | None = None,
+        shaw_k: int = 0,
     ) -> None:
+        """relative_terms: RoPE's, ALiBi's or T5's; shaw_k: Shaw's k where the layers learn his
+        tables, else 0."""
         super().__init__()
         self.embed = embedding
         self.layers = nn.ModuleList(layers)
@@ -66,14 +72,20 @@ class _Stack(nn.Module):
         d_model = embedding.table.embedding_dim
         self.final_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
         self.relative_terms = relative_terms  # a submodule only for rope, alibi and t5
+        self.shaw_k = shaw_k
 
     def position_terms(
         self, q_len: int, k_len: int, q_offset: int, device: torch.device
     ) -> list[PositionTerms | None]:
         """Each layer's self-attention terms of this forward, built once (positions/terms.py)."""
-        if self.relative_terms is None:  # shaw (the attention's own tables) or none
-            return [None] * len(self.layers)
-        return self.relative_terms(q_len, k_len, q_offset, device)
+        if self.relative_terms is not None:
+            return self.relative_terms(q_len, k_len, q_offset, device)
+        if self.shaw_k > 0:  # every layer indexes its own tables by the same pair rows
+            pairs = shaw_pairs(
+                q_len, k_len, self.shaw_k, q_offset, causal=self.causal, device=device
+            )
+            return [PositionTerms(pairs=pairs)] * len(self.layers)
+        return [None] * len(self.layers)
 
 
 class Encoder(_Stack):
@@ -90,6 +102,8 @@ class Encoder(_Stack):
 
 class Decoder(_Stack):
     """Embeddings, then n_decoder_layers DecoderLayers; whole targets or positions after a cache."""
+
+    causal = True
 
     def forward(
         self, tgt: Tensor, encoder_out: EncoderOutput, cache: DecoderCache | None = None
@@ -228,7 +242,7 @@ class Transformer(nn.Module):
             return TokenEmbedding(table, dropout=dropout, sinusoidal=sinusoidal, learned=learned)
 
         def relative_terms(n_layers: int, *, causal: bool) -> RelativeTerms | None:
-            """One stack's RoPE, ALiBi or T5 terms; None for Shaw (in the attention) and none."""
+            """One stack's RoPE, ALiBi or T5 terms; None for Shaw (shaw_k) and none."""
             if relative_positions not in ("rope", "alibi", "t5"):
                 return None
             return RelativeTerms(
@@ -244,12 +258,14 @@ class Transformer(nn.Module):
             layers=layer_stack(EncoderLayer, n_encoder_layers),
             pre_norm=pre_norm,
             relative_terms=relative_terms(n_encoder_layers, causal=False),
+            shaw_k=relative.k if relative.enabled else 0,
         )
         self.decoder = Decoder(
             embedding=embedding(tgt_embedding),
             layers=layer_stack(DecoderLayer, n_decoder_layers),
             pre_norm=pre_norm,
             relative_terms=relative_terms(n_decoder_layers, causal=True),
+            shaw_k=relative.k if relative.enabled else 0,
         )
         self.output_projection = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from rpr_nmt.model.attention import relative_attention, relative_position_index
+from rpr_nmt.model.attention import relative_attention, relative_position_index, shaw_pairs
 from rpr_nmt.model.attention_kernels import FEW_QUERIES, TableWindow
 
 B, H, DH = 2, 3, 4
@@ -230,3 +230,15 @@ def test_table_window_of_a_decoding_step_is_the_rows_up_to_zero():
     assert TableWindow.of(1, 7, 2, 6, causal=True) == (0, 2)
     assert TableWindow.of(1, 7, 2, 6, causal=False) == (0, 2)
     assert TableWindow.of(1, 2, 2, 1, causal=True) == (1, 2)  # a short prefix: -1 .. 0
+
+
+def test_pair_rows_built_for_other_lengths_are_refused():
+    q, k, v = (torch.randn(2, 2, 5, DH) for _ in range(3))
+    table = torch.randn(2 * 3 + 1, DH)
+    pairs = shaw_pairs(5, 6, 3, 0, causal=False, device=torch.device("cpu"))
+    wrong = r"built for .* = \(5, 6, 3, 0, False\), used for \(5, 5, 3, 0, False\)"
+    with pytest.raises(ValueError, match=wrong):
+        relative_attention(q, k, v, rel_keys=table, max_relative_position=3, pairs=pairs)
+    fitting = shaw_pairs(5, 5, 3, 0, causal=False, device=torch.device("cpu"))
+    given = relative_attention(q, k, v, rel_keys=table, max_relative_position=3, pairs=fitting)
+    assert given.equal(relative_attention(q, k, v, rel_keys=table, max_relative_position=3))

@@ -12,8 +12,8 @@ import torch
 
 from rpr_nmt.config import ModelConfig
 from rpr_nmt.model import attention_kernels, build_model, relative_attention
-from rpr_nmt.model.attention import pair_rows
-from rpr_nmt.model.attention_kernels import Diagonals, TableWindow, diagonals_apply
+from rpr_nmt.model.attention import shaw_pairs
+from rpr_nmt.model.attention_kernels import Diagonals, diagonals_apply
 from rpr_nmt.model.positions.t5 import T5Bias
 
 B, H, DH = 2, 3, 4
@@ -52,10 +52,13 @@ def test_spread_and_collect_place_pair_i_j_on_diagonal_j_minus_i(tq, tk):
     assert collected[:, ~on_a_diagonal].eq(0).all()  # nothing else written
 
 
-def shaw_index(tq, tk, k, q_offset, causal, *, per_diagonal=False):
-    window = TableWindow.of(tq, tk, k, q_offset, causal=causal)
-    r = pair_rows((B, H, tq, tk), k, q_offset, window, per_diagonal=per_diagonal)
-    return window.last - window.first + 1, r  # table rows in the window, r_ij
+def shaw_index(tq, tk, k, q_offset, causal, monkeypatch, *, per_diagonal=False):
+    monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 1)
+    monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", ("cpu",) if per_diagonal else ())
+    pairs = shaw_pairs(tq, tk, k, q_offset, causal=causal, device=torch.device("cpu"))
+    assert isinstance(pairs.rows, Diagonals) == per_diagonal
+    window = pairs.window
+    return window.last - window.first + 1, pairs.of_batch(B, H)  # table rows in the window, r_ij
 
 
 SHAPES = [  # (Tq, Tk, k, q_offset, causal): training squares, clipped or not, and cached blocks
@@ -66,10 +69,10 @@ SHAPES = [  # (Tq, Tk, k, q_offset, causal): training squares, clipped or not, a
 
 @pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
 def test_pick_equals_gather_bit_for_bit_and_bucket_sum_equals_scatter_add(
-    tq, tk, k, q_offset, causal
+    tq, tk, k, q_offset, causal, monkeypatch
 ):
-    rows, gather = shaw_index(tq, tk, k, q_offset, causal)
-    _, diagonals = shaw_index(tq, tk, k, q_offset, causal, per_diagonal=True)
+    rows, gather = shaw_index(tq, tk, k, q_offset, causal, monkeypatch)
+    _, diagonals = shaw_index(tq, tk, k, q_offset, causal, monkeypatch, per_diagonal=True)
     per_row = torch.randn(B, H, tq, rows)
     assert diagonals.pick(per_row).equal(gather.pick(per_row))
     weights = torch.rand(B, H, tq, tk, dtype=torch.float64)

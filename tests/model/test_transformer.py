@@ -204,3 +204,53 @@ def test_recast_copies_weights_and_ties_and_leaves_model_and_rng_alone():
     assert copy.output_projection.weight is copy.encoder.embed.table.weight
     enc = copy.encoder.layers
     assert enc[0].self_attn.rel_keys is enc[1].self_attn.rel_keys
+
+
+def test_shaw_pair_rows_are_built_once_per_stack_and_shared_by_its_layers(monkeypatch):
+    """Each stack builds r_ij once per forward (once per step in cached decoding) for all its
+    layers, and no attention builds its own; the logits and gradients are exactly those of every
+    attention building its own."""
+    from rpr_nmt.model import attention, transformer
+
+    real, built = attention.shaw_pairs, []
+
+    def counted(*args, **kwargs):
+        pairs = real(*args, **kwargs)
+        built.append(pairs.built_for)
+        return pairs
+
+    def built_here(*args, **kwargs):
+        raise AssertionError("a self-attention built its own pair rows")
+
+    torch.manual_seed(0)
+    model = tiny(dict(TINY, max_relative_position=2, n_encoder_layers=3, n_decoder_layers=3))
+    src, tgt = batch(s=6, t=5)
+
+    def logits_and_grads():
+        model.zero_grad()
+        torch.manual_seed(1)  # the same dropout masks
+        logits = model(src, tgt)  # (B, T, V)
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        return [logits.detach()] + [p.grad.clone() for p in model.parameters()]
+
+    with monkeypatch.context() as m:  # the stacks share nothing: each attention builds its own
+        m.setattr(model.encoder, "shaw_k", 0)
+        m.setattr(model.decoder, "shaw_k", 0)
+        each_attention = logits_and_grads()
+        m.setattr(attention, "shaw_pairs", built_here)
+        with pytest.raises(AssertionError, match="built its own"):
+            model(src, tgt)
+    monkeypatch.setattr(transformer, "shaw_pairs", counted)
+    monkeypatch.setattr(attention, "shaw_pairs", built_here)
+    shared = logits_and_grads()
+    assert built == [(6, 6, 2, 0, False), (5, 5, 2, 0, True)]  # encoder, decoder
+    for a, b in zip(each_attention, shared, strict=True):
+        assert a.equal(b)
+    built.clear()
+    model.eval()
+    with torch.no_grad():
+        enc = model.encode(src)
+        cache = None
+        for t in range(3):
+            _, cache = model.decode_step(tgt[:, t : t + 1], enc, cache)
+    assert built == [(6, 6, 2, 0, False)] + [(1, t + 1, 2, t, True) for t in range(3)]

@@ -6,13 +6,15 @@ Methods differ in where position enters self-attention:
 
     rope        a rotation of the queries and the new keys       PositionTerms.rotation
     alibi, t5   an additive bias on the logits, (H, Tq, Tk)      PositionTerms.bias
-    shaw        tables in the logits and outputs                 the attention's own (attention.py)
+    shaw        tables in the logits and outputs                 the attention's own (attention.py),
+                indexed by the table row of every pair           PositionTerms.pairs
 
-A stack asks its RelativeTerms once per forward, with the query offset of cached decoding, and hands
-every layer's self-attention its PositionTerms; the attention rotates or adds them the same way
-whatever the method, so the decoding cache (keys stored rotated) and the fused kernel (a float
-mask) need nothing per method. The bias is built once per forward and shared by the batch, and by
-the layers where the method shares it (ALiBi's fixed slopes; T5's one table per stack).
+A stack asks its RelativeTerms (Shaw: shaw_pairs) once per forward, with the query offset of cached
+decoding, and hands every layer's self-attention its PositionTerms; the attention rotates or adds
+them the same way whatever the method, so the decoding cache (keys stored rotated) and the fused
+kernel (a float mask) need nothing per method. The bias is built once per forward and shared by the
+batch, and by the layers where the method shares it (ALiBi's fixed slopes; T5's one table per
+stack); Shaw's pair rows are shared by every layer, each indexing its own tables with them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.model.attention import ShawPairs
 from rpr_nmt.model.positions.alibi import ALiBi
 from rpr_nmt.model.positions.rope import Rotary, Rotation
 from rpr_nmt.model.positions.t5 import T5Bias
@@ -35,10 +38,12 @@ class PositionTerms(NamedTuple):
     Attributes:
         rotation: rotates the queries and the new keys at their absolute positions (RoPE).
         bias: added to the logits, (H, Tq, Tk) for queries from q_offset and keys from 0.
+        pairs: Shaw's table row of every (query, key) pair (attention.shaw_pairs).
     """
 
     rotation: Rotation | None = None
     bias: Tensor | None = None
+    pairs: ShawPairs | None = None
 
 
 class RelativeTerms(nn.Module):
