@@ -20,24 +20,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
-from rpr_nmt.model import build_model
-from rpr_nmt.precision import host_summary, matmul_ceilings
-from rpr_nmt.train.loss import label_smoothed_loss
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import BASELINE, VARIANTS  # noqa: E402
 
-# Variant name -> its positions= group (configs/positions/), as in bench_train.py.
-VARIANTS = {
-    "relative": "relative_k16", "absolute": "absolute", "rope": "rope", "alibi": "alibi",
-    "t5": "t5", "learned": "learned", "none": "none",
-}  # fmt: skip
-BASELINE = "absolute"
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config  # noqa: E402
+from rpr_nmt.model import build_model  # noqa: E402
+from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
+from rpr_nmt.train.loss import label_smoothed_loss  # noqa: E402
+
 VOCAB, PAD = 100, 0
 
 

@@ -4,13 +4,12 @@ dispatched ops than einsum and no more memory kept for the backward."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rpr_nmt.model import attention, relative_attention
+
+from ..conftest import load_script
 
 B, H, TQ, TK, DH, K = 5, 3, 7, 9, 4, 3
 R = 2 * K + 1
@@ -26,16 +25,7 @@ def einsum_mix_rows(weights: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return torch.einsum(f"bhqr,{heads}rd->bhqd", weights, table)
 
 
-class CountOps(TorchDispatchMode):
-    """Counts every aten op dispatched inside it (what an eager update's host dispatches)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func)] += 1
-        return func(*args, **(kwargs or {}))
+CountOps = load_script("bench_dispatch").CountOps  # counts every aten op dispatched inside it
 
 
 def inputs(per_head: bool) -> list[torch.Tensor]:
