@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_dispatch.py [--variants relative absolute] [--layers 6]
         [--batch 4] [--src-len 20] [--tgt-len 18] [--rounds 9] [--updates 50] [--threads 1]
+        [--device cpu] [--precision fp32]
 
 On a GPU an eager update of transformer_base waits on its host (docs/performance.md, "On a GPU":
 host dispatch 78 ms against 57.5 ms of kernels), so what a method adds there is mostly ops to
@@ -13,7 +14,9 @@ label-smoothed loss + backward dispatches (counted by a TorchDispatchMode) and t
 of such an update over interleaved rounds, with the ratio to the sinusoid (absolute) in the same
 rounds. CPU dispatch is not CUDA's (CUDA adds a kernel launch to most ops; CPU dropout and the
 sinusoid's SDPA decompose into more ops than on CUDA): read the ratios as a proxy, the counts as
-exact.
+exact. With --device cuda the same tiny updates measure the GPU's own dispatch and launches (each
+round ends synchronised; at these widths the kernels wait on the host, not the other way round), and
+--precision bf16 runs them under the trainer's autocast, as the GPU trains.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import BASELINE, VARIANTS  # noqa: E402
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config  # noqa: E402
-from rpr_nmt.model import build_model  # noqa: E402
+from rpr_nmt.model import build_model, resolve_device  # noqa: E402
 from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
 from rpr_nmt.train.loss import label_smoothed_loss  # noqa: E402
+from rpr_nmt.train.step import autocast_factory  # noqa: E402
 
 VOCAB, PAD = 100, 0
 
@@ -74,8 +78,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--updates", type=int, default=50, help="updates timed per round")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    autocast = autocast_factory(args.precision, device)
     variants = list(dict.fromkeys([*args.variants, BASELINE]))
 
     g = torch.Generator().manual_seed(0)
@@ -83,11 +91,12 @@ def main() -> None:
     tgt = torch.randint(1, VOCAB, (args.batch, args.tgt_len + 1), generator=g)
     src[-1, -3:] = PAD
     tgt[0, -4:] = PAD
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    models = {v: build(v, args.layers) for v in variants}
+    src, tgt_in, tgt_out = (t.to(device) for t in (src, tgt[:, :-1], tgt[:, 1:]))
+    models = {v: build(v, args.layers).to(device) for v in variants}
 
     def update(model: torch.nn.Module) -> None:
-        logits = model(src, tgt_in)  # (B, T, V)
+        with autocast():
+            logits = model(src, tgt_in)  # (B, T, V)
         loss, _ = label_smoothed_loss(logits, tgt_out, epsilon=0.1, pad_id=PAD)
         loss.backward()
 
@@ -99,20 +108,29 @@ def main() -> None:
             update(model)
         ops[variant] = sum(counter.ops.values())
     ms: dict[str, list[float]] = {v: [] for v in variants}
+
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for r in range(args.rounds):
         for variant in variants if r % 2 == 0 else variants[::-1]:
+            synchronize()
             start = time.perf_counter()
             for _ in range(args.updates):
                 update(models[variant])
+            synchronize()
             ms[variant].append((time.perf_counter() - start) / args.updates * 1e3)
 
     print(host_summary(matmul_ceilings()))
+    if device.type == "cuda":
+        print(f"device: {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
     print(
         f"transformer_tiny, 4 heads, {args.layers} + {args.layers} layers; batch {args.batch}, "
         f"source {args.src_len}, target {args.tgt_len}; forward + loss + backward, training mode; "
-        f"{args.rounds} rounds x {args.updates} updates"
+        f"{args.precision} on {device.type}; {args.rounds} rounds x {args.updates} updates"
     )
-    print("\n| positions | aten ops per update | vs absolute | host ms per update (median) | "
+    print("\n| positions | aten ops per update | vs absolute | ms per update (median) | "
           "time ratio to absolute (median, range) |")  # fmt: skip
     print("|---|---|---|---|---|")
     for variant in variants:

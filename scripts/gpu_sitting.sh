@@ -2,7 +2,7 @@
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
 #   bash scripts/gpu_sitting.sh STAGE [STAGE ...]
-#   stages: env tests train speed compiled onmt decode sweep
+#   stages: env tests dispatch train speed compiled onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -15,6 +15,9 @@
 #
 #   env     versions, GPU, packages: env.txt
 #   tests   pytest -m gpu over TESTS (default tests): gpu_tests.log
+#   dispatch  what an eager update costs its host per method (bench_dispatch.py: tiny widths, where
+#           the kernels wait on the host; bf16; VARIANTS, default relative absolute), ops and time
+#           per update against the sinusoid, in about a minute: dispatch.md
 #   speed   training tokens/s of VARIANTS (default relative absolute; any of bench_train.py's
 #           position methods) on transformer_base, bf16 and fp16, ~25k-token batches (BENCH_ARGS
 #           adds bench_train.py options, e.g. --profile); the attention core and every method's
@@ -84,6 +87,12 @@ bench_training() {  # FILE [OPTION ...]: bench_train.py on the sitting's model a
     --max-tokens "${MAX_TOKENS:-25000}" --precisions ${PRECISIONS:-bf16 fp16} \
     --rounds "${ROUNDS:-5}" --steps "${BENCH_STEPS:-10}" --variants ${VARIANTS:-relative absolute} \
     "$@" ${BENCH_ARGS:-} 2>&1 | tee "$SITTING/$file" | tail -16
+}
+
+stage_dispatch() {
+  "$PY" scripts/bench_dispatch.py --device "$DEVICE" --precision bf16 \
+    --rounds "${DISPATCH_ROUNDS:-9}" --variants ${VARIANTS:-relative absolute} 2>&1 |
+    tee "$SITTING/dispatch.md" | tail -12
 }
 
 stage_train() {
@@ -218,8 +227,9 @@ pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.
 
 for stage in "$@"; do
   case $stage in
-    env|tests|train|speed|compiled|onmt|decode|sweep) ;;
-    *) echo "unknown stage $stage: env tests train speed compiled onmt decode sweep" >&2; exit 2 ;;
+    env|tests|dispatch|train|speed|compiled|onmt|decode|sweep) ;;
+    *) echo "unknown stage $stage: env tests dispatch train speed compiled onmt decode sweep" >&2
+       exit 2 ;;
   esac
 done
 # A call cut at its limit (timeout -s TERM signals this script's whole process group) still packs what
