@@ -28,11 +28,22 @@ __all__ = ["Rotary", "Rotation"]
 
 
 class Rotation:
-    """cos and sin of m theta_i for the positions of one call, and their application."""
+    """cos and sin of m theta_i for the positions of one call, and their application.
+
+    Applied per feature as x * c + partner(x) * s, where partner(x) holds the other feature of each
+    pair and (c, s) are (cos, -sin) for the pair's first feature and (cos, sin) for its second: eq.
+    13-14's products and sums, rounded the same way (a - b sin = a + b (-sin) exactly), in fewer ops
+    than turning the two halves of each pair apart (an eager GPU update waits on its host).
+    """
 
     def __init__(self, cos: Tensor, sin: Tensor, *, interleaved: bool) -> None:
         """Args: cos, sin (T, P) of the angles m theta_i; interleaved: the pairs' layout."""
         self.cos, self.sin, self.interleaved = cos, sin, interleaved
+        if interleaved:  # features 2i, 2i + 1
+            self.c = torch.stack((cos, cos), dim=-1).flatten(-2)  # (T, 2P)
+            self.s = torch.stack((-sin, sin), dim=-1).flatten(-2)  # (T, 2P)
+        else:  # features i, i + P
+            self.c, self.s = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
 
     def __call__(self, x: Tensor) -> Tensor:
         """x with its first 2P features of every position rotated (eq. 13-14).
@@ -40,16 +51,14 @@ class Rotation:
         Shapes:
             x: (B, H, T, Dh); returns (B, H, T, Dh), in x's dtype.
         """
-        rotated = 2 * self.cos.size(-1)
-        head, rest = x[..., :rotated], x[..., rotated:]
-        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)  # (T, P)
+        P = self.cos.size(-1)
+        head, rest = x[..., : 2 * P], x[..., 2 * P :]
+        c, s = self.c.to(x.dtype), self.s.to(x.dtype)  # (T, 2P)
         if self.interleaved:
-            a, b = head[..., 0::2], head[..., 1::2]  # (B, H, T, P)
-            turned = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (B, H, T, P, 2)
-            turned = turned.flatten(-2)  # (B, H, T, 2P)
+            partner = head.unflatten(-1, (P, 2)).flip(-1).flatten(-2)  # (B, H, T, 2P): 2i <-> 2i+1
         else:
-            a, b = head.chunk(2, dim=-1)  # (B, H, T, P)
-            turned = torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (B, H, T, 2P)
+            partner = head.roll(P, dims=-1)  # (B, H, T, 2P): i <-> i + P
+        turned = head * c + partner * s  # (B, H, T, 2P)
         return turned if rest.size(-1) == 0 else torch.cat((turned, rest), dim=-1)
 
 

@@ -85,3 +85,37 @@ def test_refuses_odd_or_too_many_dims_and_unknown_layouts():
         Rotary(d_head=8, rope_dims=10, base=10000.0, layout="interleaved")
     with pytest.raises(ValueError, match="model.rope_layout='neox'"):
         Rotary(d_head=8, rope_dims=None, base=10000.0, layout="neox")
+
+
+def pairwise_rotation(rotation, x: torch.Tensor) -> torch.Tensor:
+    """The rotation as the code before it turned each feature at once: the two halves of each
+    pair apart, (a cos - b sin, a sin + b cos), stacked or concatenated back."""
+    rotated = 2 * rotation.cos.size(-1)
+    head, rest = x[..., :rotated], x[..., rotated:]
+    cos, sin = rotation.cos.to(x.dtype), rotation.sin.to(x.dtype)
+    if rotation.interleaved:
+        a, b = head[..., 0::2], head[..., 1::2]
+        turned = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    else:
+        a, b = head.chunk(2, dim=-1)
+        turned = torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    return turned if rest.size(-1) == 0 else torch.cat((turned, rest), dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+@pytest.mark.parametrize("dims", [None, 6])
+def test_rotation_per_feature_is_the_pairwise_rotation_bit_for_bit(layout, dims, dtype):
+    """The published RoPE runs trained with the pairwise form: forward and backward equal it."""
+    rotary = Rotary(d_head=D_HEAD, rope_dims=dims, base=10000.0, layout=layout)
+    rotation = rotary.rotation(9, 3, torch.device("cpu"))
+    x = torch.randn(2, 3, 9, D_HEAD).to(dtype)
+    out_grad = torch.randn(2, 3, 9, D_HEAD).to(dtype)
+    results = []
+    for rotate in (rotation, lambda t: pairwise_rotation(rotation, t)):
+        leaf = x.clone().requires_grad_()
+        y = rotate(leaf)
+        y.backward(out_grad)
+        results.append((y.detach(), leaf.grad))
+    assert results[0][0].dtype == dtype
+    assert results[0][0].equal(results[1][0]) and results[0][1].equal(results[1][1])
