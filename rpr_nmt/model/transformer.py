@@ -63,8 +63,8 @@ class _Stack(nn.Module):
         relative_terms: RelativeTerms | None = None,
         shaw_k: int = 0,
     ) -> None:
-        """relative_terms: RoPE's, ALiBi's or T5's; shaw_k: Shaw's k where the layers learn his
-        tables, else 0."""
+        """relative_terms: RoPE's, ALiBi's or T5's; shaw_k: Shaw's k where the layers learn w^K
+        or w^V, else 0."""
         super().__init__()
         self.embed = embedding
         self.layers = nn.ModuleList(layers)
