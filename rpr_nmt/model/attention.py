@@ -195,7 +195,9 @@ def relative_attention(
     if relative:
         built_for = (Tq, Tk, max_relative_position, q_offset, causal)
         if torch.compiler.is_compiling() or pairs is None:  # compiled: over the whole table
-            pairs = shaw_pairs(*built_for[:4], causal=causal, device=q.device)
+            pairs = shaw_pairs(
+                Tq, Tk, max_relative_position, q_offset, causal=causal, device=q.device
+            )
         elif pairs.built_for != built_for:
             raise ValueError(
                 f"pairs built for (Tq, Tk, k, q_offset, causal) = {pairs.built_for}, "
