@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import asdict, dataclass
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,9 @@ class Run:
         overrides without the seed ("default" when there are none)."""
         if keys:
             flat = self.flat_config
-            return ", ".join(f"{key}={_yaml_value(flat.get(key))}" for key in keys)
+            defaults = schema_defaults()
+            values = (flat.get(key, defaults.get(key)) for key in keys)
+            return ", ".join(f"{key}={_yaml_value(value)}" for key, value in zip(keys, values))
         kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
         return ", ".join(kept) or "default"
 
@@ -83,15 +85,27 @@ class Run:
 def setting_keys(runs: Sequence[Run]) -> list[str]:
     """The config keys (dotted) whose values differ between the runs, the seed aside: what makes
     a setting. Runs from different sweeps (a reused baseline) compare by what they trained, not
-    by how their overrides were spelt. Keys in config order."""
+    by how their overrides were spelt. A key that a run's config lacks (it was added to the
+    schema after the run) reads as its default in rpr_nmt.config, which by the project's rule
+    keeps what the code computed before the key existed. Keys in config order."""
     flats = [run.flat_config for run in runs]
     keys = dict.fromkeys(key for flat in flats for key in flat)
+    defaults = schema_defaults()
     missing = object()
     return [
         key
         for key in keys
-        if key != SEED_KEY and len({repr(flat.get(key, missing)) for flat in flats}) > 1
+        if key != SEED_KEY
+        and len({repr(flat.get(key, defaults.get(key, missing))) for flat in flats}) > 1
     ]
+
+
+@cache
+def schema_defaults() -> dict[str, Any]:
+    """Every key of a training run's config (dotted) with its default in rpr_nmt.config."""
+    from rpr_nmt.config import TrainJobConfig
+
+    return _flatten(asdict(TrainJobConfig()))
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -118,6 +118,25 @@ def test_a_setting_is_what_was_trained_not_how_the_overrides_spell_it(tmp_path):
     ]
 
 
+def test_a_key_added_after_a_run_reads_as_its_default(tmp_path):
+    # The GPU k sweep's seeds 1 and 2 ran before train.compile_scope existed, seed 3 after: their
+    # configs differ only by the key, at its default, and the seeds must pair as one setting.
+    model = {"max_relative_position": 16}
+    write_run(tmp_path / "before", ["train.seed=1"], model, 1)
+    write_run(tmp_path / "after", ["train.seed=2"], model, 2)
+    write_run(tmp_path / "whole", ["train.compile_scope=model", "train.seed=1"], model, 1)
+    for run, scope in (("after", "layers"), ("whole", "model")):
+        path = tmp_path / run / ".hydra" / "config.yaml"
+        config = yaml.safe_load(path.read_text())
+        config["train"]["compile_scope"] = scope
+        path.write_text(yaml.safe_dump(config))
+    rows = group_runs(find_runs(tmp_path))
+    assert sorted((r.setting, len(r.runs)) for r in rows) == [
+        ("train.compile_scope=layers", 2),
+        ("train.compile_scope=model", 1),
+    ]
+
+
 def test_one_setting_is_labelled_by_its_overrides(tmp_path):
     model = {"max_relative_position": 4, "sinusoidal": False}
     write_run(tmp_path / "a", ["positions=relative_k4", "train.seed=1"], model, 1)
