@@ -38,15 +38,17 @@ import torch
 from torch import Tensor
 
 from rpr_nmt.model.attention_kernels import (
+    ByQuery,
     Diagonals,
     PairRows,
     TableWindow,
+    by_query_applies,
     diagonals_apply,
-    dot_rows,
     fused_attention,
     fused_kernel_applies,
     hidden_keys,
-    mix_rows,
+    position_logits,
+    position_output,
 )
 from rpr_nmt.model.dropout import dropout
 
@@ -87,18 +89,19 @@ class ShawPairs(NamedTuple):
 
     Attributes:
         window: the table rows that occur (TableWindow); the tables are sliced to it.
-        rows: r_ij counted from window.first, (Tq, Tk) for gather and scatter_add, or by diagonal
-            j - i (Diagonals: CUDA's path for long sequences).
+        rows: r_ij counted from window.first, (Tq, Tk) for gather and scatter_add, by diagonal
+            j - i (Diagonals: CUDA's path for long sequences), or for the paper's own form
+            (ByQuery: BY_QUERY_DEVICES).
         built_for: (Tq, Tk, k, q_offset, causal) of the calls it serves.
     """
 
     window: TableWindow
-    rows: Tensor | Diagonals
+    rows: Tensor | Diagonals | ByQuery
     built_for: tuple[int, int, int, int, bool]
 
-    def of_batch(self, batch: int, heads: int) -> PairRows | Diagonals:
+    def of_batch(self, batch: int, heads: int) -> PairRows | Diagonals | ByQuery:
         """r_ij of every pair of a (B, H, Tq, Tk) block: a view of the one (Tq, Tk) index."""
-        if isinstance(self.rows, Diagonals):
+        if isinstance(self.rows, (Diagonals, ByQuery)):
             return self.rows
         return PairRows(self.rows.expand(batch, heads, *self.rows.shape))  # (B, H, Tq, Tk)
 
@@ -115,7 +118,8 @@ def shaw_pairs(
     """r_ij of queries at q_offset .. q_offset + q_len - 1 and keys at 0 .. k_len - 1.
 
     Only table rows first..last occur: the tables are sliced to them and r_ij counted from the
-    first. By diagonal on CUDA above DIAGONALS_ABOVE queries (no scatter-adds), else an index.
+    first. By diagonal on CUDA above DIAGONALS_ABOVE queries (no scatter-adds), else an index,
+    for gather or, on BY_QUERY_DEVICES, for the paper's form.
     """
     k = max_relative_position
     if torch.compiler.is_compiling():
@@ -130,6 +134,8 @@ def shaw_pairs(
         rows = Diagonals.of(q_len, k_len, window.shift(by_diagonal[0]))  # (L,), on the CPU: no sync
     else:
         rows = window.shift(relative_position_index(q_len, k_len, k, q_offset, device=device))
+        if by_query_applies(device):
+            rows = ByQuery(rows)
     return ShawPairs(window, rows, (q_len, k_len, k, q_offset, causal))
 
 
@@ -215,10 +221,10 @@ def relative_attention(
         logits += bias  # (B, H, Tq, Tk)
 
     # (2) Position logits, eq. 4 second term: q_i . a^K_ij / sqrt(Dh), gathered from the
-    # products with every table row: (q_i . w^K^T)[r_ij] / sqrt(Dh).
+    # products with every table row: (q_i . w^K^T)[r_ij] / sqrt(Dh) (or, on BY_QUERY_DEVICES,
+    # as the paper computes it: q_i times the rows w^K[r_ij] gathered for each query).
     if rel_keys is not None:  # per-head tables (H, R', Dh), or one (R', Dh) shared by all heads
-        q_dot_wk = dot_rows(q, rel_keys)  # (B, H, Tq, R')
-        logits += r.pick(q_dot_wk)  # (B, H, Tq, Tk); in place: one n^2 buffer less
+        logits += position_logits(r, q, rel_keys)  # (B, H, Tq, Tk); in place: one n^2 buffer less
 
     # (3) Softmax over keys (alpha_ij); hidden keys (future, padding) get exactly zero weight.
     if hidden is not None:
@@ -232,6 +238,5 @@ def relative_attention(
     # (5) Position output, eq. 3 second term: sum_j alpha_ij a^V_ij = sum_r bucket_ir w^V[r],
     # where bucket_ir sums alpha_ij over the keys j at table row r.
     if rel_values is not None:
-        buckets = r.bucket_sum(alpha, rel_values.size(-2))  # (B, H, Tq, R')
-        z += mix_rows(buckets, rel_values)  # (B, H, Tq, Dh)
+        z += position_output(r, alpha, rel_values)  # (B, H, Tq, Dh)
     return z

@@ -19,6 +19,12 @@
   diagonals of a clipped edge row are an expand forward and a sum backward. The same values in
   another summation order: forward logits equal bit for bit, sums equal to rounding
   (tests/model/test_diagonals.py).
+- ByQuery: the terms as the paper computes them (its section 3.3), without any (B, H, Tq, Tk)
+  gather or scatter-add: the rows of every pair gathered into a (Tq, Tk, Dh) tensor and each term
+  a matmul batched over the queries. Its memory grows with Tq x Tk x Dh per layer, so only for
+  short sequences, on BY_QUERY_DEVICES: none until a GPU sitting has timed it against gather
+  (`scripts/bench_train.py --by-query`; tests/model/test_by_query.py checks the values).
+- position_logits / position_output: Shaw's two terms by whichever form the pairs are in.
 
 Shape legend: as in attention.py (B batch, H heads, Tq / Tk query / key lengths, Dh head dim).
 """
@@ -32,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "ByQuery",
     "Diagonals",
     "PairRows",
     "TableWindow",
@@ -41,6 +48,8 @@ __all__ = [
     "fused_kernel_applies",
     "hidden_keys",
     "mix_rows",
+    "position_logits",
+    "position_output",
 ]
 
 # Up to this many queries per batch row take relative_attention's own path, not SDPA.
@@ -61,6 +70,18 @@ def diagonals_apply(device: torch.device, q_len: int) -> bool:
     """Whether the relative terms of q_len queries on `device` are built per diagonal: on
     DIAGONAL_DEVICES above DIAGONALS_ABOVE queries, never for one (one row: nothing to spread)."""
     return device.type in DIAGONAL_DEVICES and q_len > max(DIAGONALS_ABOVE, 1)
+
+
+# Devices whose Shaw terms take ByQuery wherever they do not take Diagonals (up to DIAGONALS_ABOVE
+# queries). None yet: on the CPU gather and scatter_add are as fast (one transformer_base-sized
+# attention, forward + backward, 2026-11-26) and are what the published sweeps trained with; CUDA's
+# choice waits for a sitting's figures.
+BY_QUERY_DEVICES: tuple[str, ...] = ()
+
+
+def by_query_applies(device: torch.device) -> bool:
+    """Whether Shaw's terms on `device` go through ByQuery (where Diagonals do not apply)."""
+    return device.type in BY_QUERY_DEVICES
 
 
 def fused_kernel_applies(q_len: int, *, relative: bool) -> bool:
@@ -306,3 +327,46 @@ class Diagonals(NamedTuple):
         Tq, Tk, L = self.q_len, self.k_len, self.length
         rows = F.pad(pairs, (0, L - 1 - Tk)).flatten(-2)  # (..., Tq * (L - 1))
         return F.pad(rows, (Tq - 1, 1)).unflatten(-1, (Tq, L))  # (..., Tq, L)
+
+
+class ByQuery(NamedTuple):
+    """Shaw's terms as the paper computes them (section 3.3): w[r_ij] for every pair gathered into
+    one (Tq, Tk, Dh) tensor (one per head with per-head tables), then for each query i a matmul
+    over the batch and heads: q_i . w[r_ij] for all j, and sum_j alpha_ij w[r_ij]. Forward and
+    backward are matmuls and permutes; the tables' gradient is an index_add of Tq x Tk rows, not
+    a scatter-add over the batch. The same values in another summation order (a^V sums alpha_ij
+    w[r_ij] per key instead of alpha into buckets first): equal to rounding.
+    """
+
+    index: Tensor  # r_ij, (Tq, Tk), counted from the first row of the table it is given
+
+    def rows_of_pairs(self, table: Tensor) -> Tensor:
+        """(R, Dh) shared or (H, R, Dh) per head -> (1 or H, Tq, Tk, Dh): w[r_ij]."""
+        rows = table[..., self.index, :]
+        return rows if table.dim() == 3 else rows[None]
+
+    def logits(self, q: Tensor, table: Tensor) -> Tensor:
+        """(B, H, Tq, Dh) -> (B, H, Tq, Tk): q_i . w[r_ij]."""
+        per_query = q.permute(1, 2, 0, 3)  # (H, Tq, B, Dh)
+        return (per_query @ self.rows_of_pairs(table).transpose(-1, -2)).permute(2, 0, 1, 3)
+
+    def mix(self, weights: Tensor, table: Tensor) -> Tensor:
+        """(B, H, Tq, Tk) -> (B, H, Tq, Dh): sum_j weights_ij w[r_ij]."""
+        per_query = weights.permute(1, 2, 0, 3)  # (H, Tq, B, Tk)
+        return (per_query @ self.rows_of_pairs(table)).permute(2, 0, 1, 3)
+
+
+def position_logits(r: PairRows | Diagonals | ByQuery, q: Tensor, table: Tensor) -> Tensor:
+    """q_i . w[r_ij] for every pair: (B, H, Tq, Dh) x (R, Dh) or (H, R, Dh) -> (B, H, Tq, Tk).
+    By gather or per diagonal, the products with every table row first, then picked by r_ij."""
+    if isinstance(r, ByQuery):
+        return r.logits(q, table)
+    return r.pick(dot_rows(q, table))  # (B, H, Tq, R) -> (B, H, Tq, Tk)
+
+
+def position_output(r: PairRows | Diagonals | ByQuery, alpha: Tensor, table: Tensor) -> Tensor:
+    """sum_j alpha_ij w[r_ij] for every query: (B, H, Tq, Tk) -> (B, H, Tq, Dh). By gather or per
+    diagonal, alpha summed into the R table rows first (bucket_ir), then times the table."""
+    if isinstance(r, ByQuery):
+        return r.mix(alpha, table)
+    return mix_rows(r.bucket_sum(alpha, table.size(-2)), table)  # (B, H, Tq, R) x (R, Dh)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from rpr_nmt.config import ModelConfig
-from rpr_nmt.model import build_model
-from rpr_nmt.model.attention_kernels import FEW_QUERIES
+from rpr_nmt.model import attention_kernels, build_model
+from rpr_nmt.model.attention import shaw_pairs
+from rpr_nmt.model.attention_kernels import FEW_QUERIES, ByQuery
 from rpr_nmt.train.setup import with_compiled_layers
 
 from ..model.test_transformer import check_cached_decoding
@@ -118,3 +119,23 @@ def test_compiled_layers_on_cuda_equal_eager(name):
         torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
         for key, grad in want_grads.items():
             torch.testing.assert_close(got_grads[key], grad, atol=5e-5, rtol=1e-4, msg=key)
+
+
+@pytest.fixture
+def by_query(monkeypatch):
+    """Shaw's terms on CUDA as the paper computes them (attention_kernels.ByQuery), the form the
+    sitting times against gather; the CPU keeps gather."""
+    monkeypatch.setattr(attention_kernels, "BY_QUERY_DEVICES", ("cuda",))
+    assert isinstance(shaw_pairs(20, 20, 4, 0, causal=False, device=CUDA).rows, ByQuery)
+
+
+def test_shaw_by_query_on_cuda_equals_gather_on_the_cpu(by_query):
+    test_forward_and_backward_on_cuda_equal_the_cpu("shaw")
+
+
+def test_shaw_by_query_cached_decoding_on_cuda_equals_the_full_forward(by_query):
+    test_cached_decoding_on_cuda_equals_the_full_forward("shaw")
+
+
+def test_shaw_by_query_compiled_layers_on_cuda_equal_eager(by_query):
+    test_compiled_layers_on_cuda_equal_eager("shaw")
