@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_dispatch.py [--variants relative absolute] [--layers 6]
         [--batch 4] [--src-len 20] [--tgt-len 18] [--rounds 9] [--updates 50] [--threads 1]
-        [--device cpu] [--precision fp32]
+        [--device cpu] [--precision fp32] [--by-query]
 
 On a GPU an eager update of transformer_base waits on its host (docs/performance.md, "On a GPU":
 host dispatch 78 ms against 57.5 ms of kernels), so what a method adds there is mostly ops to
@@ -16,7 +16,8 @@ rounds. CPU dispatch is not CUDA's (CUDA adds a kernel launch to most ops; CPU d
 sinusoid's SDPA decompose into more ops than on CUDA): read the ratios as a proxy, the counts as
 exact. With --device cuda the same tiny updates measure the GPU's own dispatch and launches (each
 round ends synchronised; at these widths the kernels wait on the host, not the other way round), and
---precision bf16 runs them under the trainer's autocast, as the GPU trains.
+--precision bf16 runs them under the trainer's autocast, as the GPU trains. --by-query computes
+Shaw's terms as the paper does (attention_kernels.ByQuery) on the device, as in bench_train.py.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import BASELINE, VARIANTS  # noqa: E402
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config  # noqa: E402
-from rpr_nmt.model import build_model, resolve_device  # noqa: E402
+from rpr_nmt.model import attention_kernels, build_model, resolve_device  # noqa: E402
 from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
 from rpr_nmt.train.loss import label_smoothed_loss  # noqa: E402
 from rpr_nmt.train.step import autocast_factory  # noqa: E402
@@ -80,9 +81,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--by-query", action="store_true", help="Shaw's terms by ByQuery")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    if args.by_query:
+        attention_kernels.BY_QUERY_DEVICES = (device.type,)
     autocast = autocast_factory(args.precision, device)
     variants = list(dict.fromkeys([*args.variants, BASELINE]))
 
@@ -129,6 +133,7 @@ def main() -> None:
         f"transformer_tiny, 4 heads, {args.layers} + {args.layers} layers; batch {args.batch}, "
         f"source {args.src_len}, target {args.tgt_len}; forward + loss + backward, training mode; "
         f"{args.precision} on {device.type}; {args.rounds} rounds x {args.updates} updates"
+        f"{'; Shaw by query (ByQuery)' if args.by_query else ''}"
     )
     print("\n| positions | aten ops per update | vs absolute | ms per update (median) | "
           "time ratio to absolute (median, range) |")  # fmt: skip

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
         [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
-        [--json PATH] [--profile] [--compile [layers|model]]
+        [--json PATH] [--profile] [--compile [layers|model]] [--by-query]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -28,6 +28,9 @@ variant's warm-up time is printed as it ends. After the rounds, one line per pre
 variant's median and fastest time per update over all rounds and the median of its per-update time
 ratios to the baseline on the same batch: on a machine that stalls now and then (the GPU sittings),
 these move least. --no-memory skips the peak-memory processes (with --compile, each compiles again).
+--by-query computes Shaw's terms as the paper does (attention_kernels.ByQuery: matmuls batched over
+the queries, no gather or scatter-add over the batch) on the benchmark's device, where gather and
+scatter_add take them by default: the figures that decide attention_kernels.BY_QUERY_DEVICES.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from hydra import compose, initialize_config_dir
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
-from rpr_nmt.model import build_model, resolve_device
+from rpr_nmt.model import attention_kernels, build_model, resolve_device
 from rpr_nmt.precision import host_summary, matmul_ceilings
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.train.distributed import DistributedContext
@@ -229,7 +232,9 @@ def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: s
     host spent dispatching (self CPU time of every op) against the time the device computed (self
     device time of every kernel), per update; then the baseline's costliest ops on the host.
     Host time includes what an op waits for the device (a copy to the host), so read it beside the
-    table: an update whose dispatch alone exceeds its device time is bound by the host."""
+    table: an update whose dispatch alone exceeds its device time is bound by the host. On a GPU,
+    each variant's costliest kernels follow (under --compile, inductor's fused kernels by name),
+    so that what a method adds on the device can be read kernel by kernel."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -257,6 +262,14 @@ def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: s
                 sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=40
             )
             print(table, flush=True)
+        if kernels:  # where each variant's device time goes, kernel by kernel (fused ones included)
+            print(f"    {variant}: costliest kernels", flush=True)
+            print(
+                events.table(
+                    sort_by="self_device_time_total", row_limit=15, max_name_column_width=60
+                ),
+                flush=True,
+            )
 
 
 def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str) -> float:
@@ -266,6 +279,7 @@ def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str
         "--max-tokens", str(args.max_tokens), "--device", args.device, "--data", args.data,
         "--threads", str(torch.get_num_threads()),
         *(["--compile", args.compile] if args.compile else []),
+        *(["--by-query"] if args.by_query else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak"]
@@ -297,12 +311,18 @@ def main() -> None:
         help="skip the peak-memory processes (with --compile each compiles the model again)",
     )  # fmt: skip
     parser.add_argument(
+        "--by-query", action="store_true",
+        help="Shaw's terms as the paper computes them (attention_kernels.ByQuery) on --device",
+    )  # fmt: skip
+    parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    if args.by_query:
+        attention_kernels.BY_QUERY_DEVICES = (device.type,)
     if args.peak_of:
         variant, precision = args.peak_of
         config = load_config(args.model, args.max_tokens, variant, args.data)
@@ -321,7 +341,8 @@ def main() -> None:
         f"{args.model} on {args.data}, {device}, {torch.get_num_threads()} threads, "
         f"max_tokens {args.max_tokens} ({per_batch:,.0f} non-pad src+tgt tokens per batch), "
         f"{args.rounds} rounds x {args.steps} updates, "
-        f"{f'compiled (torch.compile, {args.compile}), ' if args.compile else ''}MALLOC_MMAP_MAX_="
+        f"{f'compiled (torch.compile, {args.compile}), ' if args.compile else ''}"
+        f"{'Shaw by query (ByQuery), ' if args.by_query else ''}MALLOC_MMAP_MAX_="
         f"{os.environ.get('MALLOC_MMAP_MAX_', 'unset')}",
         flush=True,
     )

@@ -2,7 +2,7 @@
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
 #   bash scripts/gpu_sitting.sh STAGE [STAGE ...]
-#   stages: env tests dispatch train speed compiled onmt decode sweep
+#   stages: env tests dispatch train speed compiled byquery onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -28,7 +28,14 @@
 #           speed_compiled.md. The updates were host-bound in eager mode (the second sitting).
 #           COMPILE_SCOPE: layers (default: each layer, as train.compile_scope) or model. The whole
 #           model took ~200 s to compile and ~90 s per recompile on the H100 machine (the fourth
-#           sitting: 4 compiles in 8 batches, none timed)
+#           sitting: 4 compiles in 8 batches, none timed); by layers the warm-up took 109 s for Shaw
+#           and 47 s for the sinusoid (the fifth). BENCH_ARGS=--profile adds, after the rounds, each
+#           variant's host and device time per update and its costliest kernels
+#   byquery  the train and compiled stages' benchmark with Shaw's terms as the paper computes them
+#           (bench_train.py --by-query: attention_kernels.ByQuery, matmuls batched over the queries,
+#           no gather or scatter-add over the batch), eager with peak memory, then compiled
+#           (COMPILE_SCOPE): speed_by_query.md, speed_by_query_compiled.md; read beside train's and
+#           compiled's figures to decide BY_QUERY_DEVICES
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -115,6 +122,11 @@ stage_compiled() {
   # of time). Dynamo's recompiles and graph breaks are logged beside the figures.
   TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md \
     --compile "${COMPILE_SCOPE:-layers}" --no-memory
+}
+
+stage_byquery() {
+  bench_training speed_by_query.md --by-query
+  bench_training speed_by_query_compiled.md --by-query --no-memory --compile "${COMPILE_SCOPE:-layers}"
 }
 
 # OpenNMT-py 3.5.1: its own scripts (../shared/peers/opennmt, copied to .device/peers/opennmt) with a
@@ -227,8 +239,8 @@ pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.
 
 for stage in "$@"; do
   case $stage in
-    env|tests|dispatch|train|speed|compiled|onmt|decode|sweep) ;;
-    *) echo "unknown stage $stage: env tests dispatch train speed compiled onmt decode sweep" >&2
+    env|tests|dispatch|train|speed|compiled|byquery|onmt|decode|sweep) ;;
+    *) echo "unknown stage $stage: env tests dispatch train speed compiled byquery onmt decode sweep" >&2
        exit 2 ;;
   esac
 done
