@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rpr_nmt.model import attention, relative_attention
+from rpr_nmt.model import attention_kernels, relative_attention
 
 from ..conftest import load_script
 
@@ -50,8 +50,8 @@ def attention_and_grads(leaves: list[torch.Tensor], *, bf16: bool = False) -> li
 
 def by_einsum(monkeypatch: pytest.MonkeyPatch) -> None:
     """From here on (the test's end undoes it) the attention takes the products by einsum."""
-    monkeypatch.setattr(attention, "dot_rows", einsum_dot_rows)
-    monkeypatch.setattr(attention, "mix_rows", einsum_mix_rows)
+    monkeypatch.setattr(attention_kernels, "dot_rows", einsum_dot_rows)
+    monkeypatch.setattr(attention_kernels, "mix_rows", einsum_mix_rows)
 
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
