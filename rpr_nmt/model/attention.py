@@ -129,9 +129,7 @@ def shaw_pairs(
     else:
         window = TableWindow.of(q_len, k_len, k, q_offset, causal=causal)
     if diagonals_apply(device, q_len):
-        # Diagonal m = j - i + Tq - 1 has the row of key m seen from the last query.
-        by_diagonal = relative_position_index(1, q_len + k_len - 1, k, q_offset + q_len - 1)
-        rows = Diagonals.of(q_len, k_len, window.shift(by_diagonal[0]))  # (L,), on the CPU: no sync
+        rows = Diagonals.of_window(q_len, k_len, k, q_offset, window)
     else:
         rows = window.shift(relative_position_index(q_len, k_len, k, q_offset, device=device))
         if by_query_applies(device):

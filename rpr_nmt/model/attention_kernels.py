@@ -269,15 +269,30 @@ class Diagonals(NamedTuple):
     hi: int = 0
 
     @classmethod
-    def of(cls, q_len: int, k_len: int, rows: Tensor) -> Diagonals:
-        """From the table row of every diagonal: rows (L,), non-decreasing by steps of 0 or 1."""
+    def of_window(
+        cls, q_len: int, k_len: int, max_relative_position: int, q_offset: int, window: TableWindow
+    ) -> Diagonals:
+        """The diagonals of queries at q_offset .. and keys at 0 .., their rows counted in `window`,
+        from integers alone (no tensor read: torch.compile traces it with symbolic lengths).
+
+        Diagonal m holds the pairs at j - (i + q_offset) = m - c, c = q_offset + Tq - 1, so its
+        row clip(m - c, -k, k) + k, clamped into the window, grows with m by steps of 0 or 1: the
+        diagonals up to m = c + first - k share the first row, those from m = c + last - k the
+        last, and every row between has one.
+        """
         if q_len < 2:
             raise ValueError(f"Diagonals need at least 2 queries, got {q_len}")
-        last = int(rows[-1])
-        lo, hi = int((rows == 0).sum()), int((rows == last).sum())
-        if last > 0 and lo + hi + last - 1 != rows.numel():
-            raise ValueError(f"table rows by diagonal must step by 0 or 1 between the ends: {rows}")
-        return cls(q_len, k_len, lo, hi if last > 0 else 0)
+        k, length, c = max_relative_position, q_len + k_len - 1, q_offset + q_len - 1
+        if window.last == window.first:  # one row: every diagonal on it
+            return cls(q_len, k_len, length, 0)
+        lo = min(max(c + window.first - k + 1, 0), length)
+        hi = min(max(length - (c + window.last - k), 0), length)
+        if lo == 0 or hi == 0 or lo + hi + window.last - window.first - 1 != length:
+            raise ValueError(
+                f"table rows {window.first}..{window.last} do not all occur for {q_len} queries "
+                f"from {q_offset} and {k_len} keys at k = {k}"
+            )
+        return cls(q_len, k_len, lo, hi)
 
     @property
     def length(self) -> int:

@@ -12,8 +12,8 @@ import torch
 
 from rpr_nmt.config import ModelConfig
 from rpr_nmt.model import attention_kernels, build_model, relative_attention
-from rpr_nmt.model.attention import shaw_pairs
-from rpr_nmt.model.attention_kernels import Diagonals, diagonals_apply
+from rpr_nmt.model.attention import relative_position_index, shaw_pairs
+from rpr_nmt.model.attention_kernels import Diagonals, TableWindow, diagonals_apply
 from rpr_nmt.model.positions.t5 import T5Bias
 
 B, H, DH = 2, 3, 4
@@ -81,11 +81,41 @@ def test_pick_equals_gather_bit_for_bit_and_bucket_sum_equals_scatter_add(
     )
 
 
-def test_rows_that_skip_a_table_row_are_refused():
-    with pytest.raises(ValueError, match="step by 0 or 1"):
-        Diagonals.of(3, 3, torch.tensor([0, 0, 2, 3, 3]))
+def rows_by_diagonal(tq, tk, k, q_offset, window: TableWindow) -> torch.Tensor:
+    """The table row of every diagonal, read off the pairs: (L,)."""
+    rows = window.shift(relative_position_index(tq, tk, k, q_offset))  # (Tq, Tk)
+    by_diagonal = torch.full((tq + tk - 1,), -1)
+    for i in range(tq):
+        for j in range(tk):
+            assert by_diagonal[j - i + tq - 1] in (-1, rows[i, j])  # one row per diagonal
+            by_diagonal[j - i + tq - 1] = rows[i, j]
+    return by_diagonal
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_offset", [0, 3])
+@pytest.mark.parametrize("tq,tk", [(2, 2), (2, 9), (5, 8), (9, 9), (12, 20)])
+@pytest.mark.parametrize("k", [0, 1, 3, 16])
+def test_diagonals_count_the_diagonals_of_each_edge_row(tq, tk, k, q_offset, causal):
+    window = TableWindow.of(tq, tk, k, q_offset, causal=causal)
+    d = Diagonals.of_window(tq, tk, k, q_offset, window)
+    rows = rows_by_diagonal(tq, tk, k, q_offset, window)
+    last = window.last - window.first
+    assert rows[0] == 0 and rows[-1] == last
+    assert d.lo == int((rows == 0).sum())
+    assert d.hi == (int((rows == last).sum()) if last else 0)
+    assert torch.equal(rows.diff().clamp(0, 1), rows.diff())  # steps of 0 or 1: one per row between
+
+
+def test_the_whole_table_takes_diagonals_only_where_every_row_occurs():
+    whole = TableWindow.whole(3)  # what torch.compile traces
+    assert Diagonals.of_window(9, 9, 3, 0, whole) == Diagonals.of_window(
+        9, 9, 3, 0, TableWindow.of(9, 9, 3, 0, causal=False)
+    )
+    with pytest.raises(ValueError, match="do not all occur"):
+        Diagonals.of_window(3, 3, 3, 0, whole)  # |j - i| <= 2: rows 0 and 6 never occur
     with pytest.raises(ValueError, match="at least 2 queries"):
-        Diagonals.of(1, 3, torch.tensor([0, 1, 2]))
+        Diagonals.of_window(1, 3, 3, 0, whole)
 
 
 @pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
@@ -176,3 +206,14 @@ def test_a_model_by_diagonals_trains_and_decodes_as_by_gather(positions, monkeyp
     gathered, by_diagonal = model_runs(positions, forms(monkeypatch))
     for want, got in zip(gathered, by_diagonal):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_compiled_layers_by_diagonals_equal_eager(monkeypatch):
+    """Traced with symbolic lengths without a graph break (no tensor read for the edge rows): one
+    graph per layer kind, eager's outputs and gradients."""
+    from tests.train.test_compile import check_compiled_layers
+
+    monkeypatch.setattr(attention_kernels, "DIAGONALS_ABOVE", 1)
+    monkeypatch.setattr(attention_kernels, "DIAGONAL_DEVICES", ("cpu",))
+    check_compiled_layers("shaw")
