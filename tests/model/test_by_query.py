@@ -12,7 +12,7 @@ from rpr_nmt.model import attention_kernels, relative_attention
 from rpr_nmt.model.attention import shaw_pairs
 from rpr_nmt.model.attention_kernels import ByQuery, Diagonals, PairRows
 
-from .test_diagonals import SHAPES, model_runs
+from .test_diagonals import SHAPES, attention_in_forms, model_runs
 
 B, H, DH = 2, 3, 4
 CPU = torch.device("cpu")
@@ -47,31 +47,15 @@ def test_rows_of_pairs_are_the_table_rows_r_ij():
     assert ByQuery(index).rows_of_pairs(table[0]).equal(rows[:1])  # shared: one "head"
 
 
-@pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
 @pytest.mark.parametrize("terms", ["both", "keys", "values"])
 def test_relative_attention_by_query_equals_gather_forward_and_backward(
-    tq, tk, k, q_offset, causal, per_head, terms, monkeypatch
+    shape, per_head, terms, monkeypatch
 ):
-    g = torch.Generator().manual_seed(tq * 100 + tk)
-    table = (H, 2 * k + 1, DH) if per_head else (2 * k + 1, DH)
-    shapes = [(B, H, tq, DH), (B, H, tk, DH), (B, H, tk, DH), table, table]
-    inputs = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
-    padding = torch.zeros(B, tk, dtype=torch.bool)
-    padding[1, tk - 1 :] = not causal  # padding where the queries still see a key
-    results = []
-    for _ in gather_then_by_query(monkeypatch):
-        leaves = [t.clone().requires_grad_() for t in inputs]
-        z = relative_attention(
-            *leaves[:3], rel_keys=leaves[3] if terms != "values" else None,
-            rel_values=leaves[4] if terms != "keys" else None, max_relative_position=k,
-            causal=causal, key_padding_mask=padding, q_offset=q_offset,
-        )  # fmt: skip
-        (z * torch.linspace(-1, 1, z.numel(), dtype=z.dtype).view_as(z)).sum().backward()
-        results.append([z] + [t.grad for t in leaves if t.grad is not None])
-    assert len(results[0]) == len(results[1])
-    for gathered, by_query in zip(*results):
-        torch.testing.assert_close(by_query, gathered, rtol=1e-12, atol=1e-12)
+    runs = attention_in_forms(shape, per_head, gather_then_by_query(monkeypatch), terms)
+    for want, got in zip(*runs):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_float32_by_query_stays_within_rounding_of_gather(monkeypatch):

@@ -118,29 +118,43 @@ def test_the_whole_table_takes_diagonals_only_where_every_row_occurs():
         Diagonals.of_window(1, 3, 3, 0, whole)
 
 
-@pytest.mark.parametrize("tq,tk,k,q_offset,causal", SHAPES)
-@pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
-def test_relative_attention_by_diagonals_equals_gather_forward_and_backward(
-    tq, tk, k, q_offset, causal, per_head, monkeypatch
-):
+def attention_in_forms(
+    shape: tuple[int, int, int, int, bool],
+    per_head: bool,
+    forms_in_turn: Iterator[None],
+    terms: str = "both",
+) -> list[list[torch.Tensor]]:
+    """For each form forms_in_turn switches to: relative_attention's output and every gradient,
+    float64, with padding where the queries still see a key (terms: both, keys or values)."""
+    tq, tk, k, q_offset, causal = shape
     g = torch.Generator().manual_seed(tq * 100 + tk)
     table = (H, 2 * k + 1, DH) if per_head else (2 * k + 1, DH)
     shapes = [(B, H, tq, DH), (B, H, tk, DH), (B, H, tk, DH), table, table]
     inputs = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
     padding = torch.zeros(B, tk, dtype=torch.bool)
-    padding[1, tk - 1 :] = not causal  # padding where the queries still see a key
+    padding[1, tk - 1 :] = not causal
     results = []
-    for _ in forms(monkeypatch):  # gather, then diagonals on the CPU
+    for _ in forms_in_turn:
         leaves = [t.clone().requires_grad_() for t in inputs]
         z = relative_attention(
-            *leaves[:3], rel_keys=leaves[3], rel_values=leaves[4], max_relative_position=k,
+            *leaves[:3], rel_keys=leaves[3] if terms != "values" else None,
+            rel_values=leaves[4] if terms != "keys" else None, max_relative_position=k,
             causal=causal, key_padding_mask=padding, q_offset=q_offset,
         )  # fmt: skip
         (z * torch.linspace(-1, 1, z.numel(), dtype=z.dtype).view_as(z)).sum().backward()
         results.append([z] + [t.grad for t in leaves if t.grad is not None])
-    assert len(results[0]) == len(results[1])
-    for gathered, diagonal in zip(*results):
-        torch.testing.assert_close(diagonal, gathered, rtol=1e-12, atol=1e-12)
+    assert len({len(r) for r in results}) == 1
+    return results
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("per_head", [True, False], ids=["per_head", "shared"])
+def test_relative_attention_by_diagonals_equals_gather_forward_and_backward(
+    shape, per_head, monkeypatch
+):
+    gathered, by_diagonal = attention_in_forms(shape, per_head, forms(monkeypatch))
+    for want, got in zip(gathered, by_diagonal):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("bidirectional", [True, False], ids=["encoder", "decoder"])
