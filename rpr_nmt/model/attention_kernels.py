@@ -73,9 +73,9 @@ def diagonals_apply(device: torch.device, q_len: int) -> bool:
 
 
 # Devices whose Shaw terms take ByQuery wherever they do not take Diagonals (up to DIAGONALS_ABOVE
-# queries). None yet: on the CPU gather and scatter_add are as fast (one transformer_base-sized
-# attention, forward + backward, 2026-11-26) and are what the published sweeps trained with; CUDA's
-# choice waits for a sitting's figures.
+# queries). None yet: on the CPU neither form is faster (bench_train.py --by-query, bf16 and fp32,
+# 2026-11-26: within the host's drift) and gather is what the published sweeps trained with; CUDA's
+# choice waits for a sitting's figures (docs/performance.md, "Before the sixth sitting").
 BY_QUERY_DEVICES: tuple[str, ...] = ()
 
 
@@ -346,8 +346,8 @@ class Diagonals(NamedTuple):
 
 class ByQuery(NamedTuple):
     """Shaw's terms as the paper computes them (section 3.3): w[r_ij] for every pair gathered into
-    one (Tq, Tk, Dh) tensor (one per head with per-head tables), then for each query i a matmul
-    over the batch and heads: q_i . w[r_ij] for all j, and sum_j alpha_ij w[r_ij]. Forward and
+    one (Tq, Tk, Dh) tensor (one per head with per-head tables), then one matmul per head and
+    query i, the batch as its rows: q_i . w[r_ij] for all j, and sum_j alpha_ij w[r_ij]. Forward and
     backward are matmuls and permutes; the tables' gradient is an index_add of Tq x Tk rows, not
     a scatter-add over the batch. The same values in another summation order (a^V sums alpha_ij
     w[r_ij] per key instead of alpha into buckets first): equal to rounding.
