@@ -118,8 +118,8 @@ def test_compiled_layers_on_cuda_equal_eager(name):
 def test_shaw_per_diagonal_compiled_layers_on_cuda_equal_eager():
     """Sequences past DIAGONALS_ABOVE, where CUDA builds Shaw's terms per diagonal: traced without
     a graph break (Diagonals.of_window reads no tensor), eager's values."""
-    torch._dynamo.utils.counters.clear()
     n = DIAGONALS_ABOVE + 5
+    torch._dynamo.utils.counters.clear()
     check_compiled_layers("shaw", [(3, n, n - 2), (3, n + 7, n + 3)])
     assert not torch._dynamo.utils.counters["graph_break"]
 
@@ -127,7 +127,8 @@ def test_shaw_per_diagonal_compiled_layers_on_cuda_equal_eager():
 def check_compiled_layers(name: str, shapes: list[tuple[int, int, int]]) -> None:
     """The twin with compiled layers against the eager model, batch by (n, s, t) batch; a gradient
     to 5e-5 of its largest entry (or absolutely, below 1: float32 sums over long sequences round
-    by more, gather and per diagonal alike)."""
+    by more, gather and per diagonal alike). Compiled anew: no graph of an earlier test's form."""
+    torch._dynamo.reset()
     model = tiny(name).to(CUDA)
     twin = with_compiled_layers(model)
     for n, s, t in shapes:
