@@ -205,7 +205,7 @@ def model_runs(positions: str, forms_in_turn: Iterator[None]) -> list[list[torch
         logits.square().mean().backward()
         with torch.no_grad():
             memory = model.encode(src)
-            head, cache = model.decode_step(tgt[:, :4], memory, None)  # 4 queries: diagonals
+            head, cache = model.decode_step(tgt[:, :4], memory, None)  # a block of 4 queries
             tail, _ = model.decode_step(tgt[:, 4:], memory, cache)  # queries after a cache
         torch.testing.assert_close(
             torch.cat([head, tail], 1), logits.detach(), rtol=1e-10, atol=1e-10
