@@ -60,17 +60,18 @@ class Run:
     @cached_property
     def flat_config(self) -> dict[str, Any]:
         """The resolved config as dotted keys: {"model.max_relative_position": 16, ...}
-        (flattened once: setting_keys and setting both read it)."""
-        return _flatten(self.config)
+        (flattened once: setting_keys and setting both read it). A key the config lacks (added to
+        the schema after the run) reads as its default in rpr_nmt.config, which by the project's
+        rule keeps what the code computed before the key existed; it comes after the config's."""
+        flat = _flatten(self.config)
+        return flat | {k: v for k, v in schema_defaults().items() if k not in flat}
 
     def setting(self, keys: Sequence[str] = ()) -> str:
         """The run's values of `keys` ("model.max_relative_position=16, ..."); with no keys, its
         overrides without the seed ("default" when there are none)."""
         if keys:
             flat = self.flat_config
-            defaults = schema_defaults()
-            values = (flat.get(key, defaults.get(key)) for key in keys)
-            return ", ".join(f"{key}={_yaml_value(value)}" for key, value in zip(keys, values))
+            return ", ".join(f"{key}={_yaml_value(flat.get(key))}" for key in keys)
         kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
         return ", ".join(kept) or "default"
 
@@ -85,18 +86,15 @@ class Run:
 def setting_keys(runs: Sequence[Run]) -> list[str]:
     """The config keys (dotted) whose values differ between the runs, the seed aside: what makes
     a setting. Runs from different sweeps (a reused baseline) compare by what they trained, not
-    by how their overrides were spelt. A key that a run's config lacks (it was added to the
-    schema after the run) reads as its default in rpr_nmt.config, which by the project's rule
-    keeps what the code computed before the key existed. Keys in config order."""
+    by how their overrides were spelt, nor by keys added to the schema since (Run.flat_config).
+    Keys in config order."""
     flats = [run.flat_config for run in runs]
     keys = dict.fromkeys(key for flat in flats for key in flat)
-    defaults = schema_defaults()
     missing = object()
     return [
         key
         for key in keys
-        if key != SEED_KEY
-        and len({repr(flat.get(key, defaults.get(key, missing))) for flat in flats}) > 1
+        if key != SEED_KEY and len({repr(flat.get(key, missing)) for flat in flats}) > 1
     ]
 
 
