@@ -12,6 +12,7 @@ Shape legend: N rows of an absolute table, D model dim, U T5 buckets, H heads, L
                                           relative_attention_max_distance of every self-attention
     no position at all                    Shaw tables of one zero row, k = 0 (ctranslate2.py)
     alibi                                 refused (below)
+    any method not above                  refused: never written as another method's spec
 
 What CTranslate2 computes, read in its sources (src/layers/attention.cc, attention_layer.cc,
 transformer.cc, src/ops/rotary_cpu.cc), and why the mapping is exact:
@@ -53,6 +54,9 @@ __all__ = [
 ]
 
 ENGINE = "CTranslate2"
+# The methods mapped above (ALiBi is refused with its reason); any other is refused, not guessed.
+EXPORTED_ABSOLUTE = ("sinusoid", "learned", "none")
+EXPORTED_RELATIVE = ("shaw", "rope", "t5", "none")
 
 
 def position_methods_of(model: Transformer, has_shaw_tables: bool) -> tuple[str, str]:
@@ -90,6 +94,16 @@ def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
             "model's encoder self-attention has ALiBi's bias too; translate it with "
             "rpr-nmt-translate"
         )
+    for axis, method, exported in (
+        ("absolute", absolute, EXPORTED_ABSOLUTE),
+        ("relative", relative, EXPORTED_RELATIVE),
+    ):
+        if method not in exported:
+            return (
+                f"model.{axis}_positions={method} cannot be exported: rpr_nmt/export/positions.py "
+                f"maps only {', '.join(exported)} onto {ENGINE}'s spec; translate it with "
+                "rpr-nmt-translate"
+            )
     if relative == "t5" and not _one_t5_table_per_stack(model):
         return (
             "model.share_relative_across_layers=false with model.relative_positions=t5 (one "

@@ -102,6 +102,19 @@ def test_positions_ctranslate2_cannot_hold_are_refused_in_one_line(overrides, st
     assert message.startswith(start) and instead in message and "\n" not in message
 
 
+@pytest.mark.parametrize("axis,method", [("relative", "xpos"), ("absolute", "scaled")])
+def test_a_method_the_exporter_does_not_map_is_refused_not_guessed(axis, method):
+    """A method added to the model but not to export/positions.py: without this refusal its
+    stacks would be written as Shaw's tables or the sinusoid's, a model that translates wrongly."""
+    model = model_of(max_relative_position=0)
+    model.arguments[f"{axis}_positions"] = method  # as a model of that new method reads
+    with pytest.raises(ExportError) as error:
+        check_exportable(model)
+    message = str(error.value)
+    assert message.startswith(f"model.{axis}_positions={method} cannot be exported")
+    assert "rpr-nmt-translate" in message and "\n" not in message
+
+
 def test_identical_per_head_tables_are_exported_as_one():
     model = model_of(share_relative_across_heads=False)
     with torch.no_grad():
