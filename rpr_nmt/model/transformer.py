@@ -243,7 +243,7 @@ class Transformer(nn.Module):
 
         def relative_terms(n_layers: int, *, causal: bool) -> RelativeTerms | None:
             """One stack's RoPE, ALiBi or T5 terms; None for Shaw (shaw_k) and none."""
-            if relative_positions not in ("rope", "alibi", "t5"):
+            if relative_positions not in RelativeTerms.METHODS:
                 return None
             return RelativeTerms(
                 method=relative_positions, n_layers=n_layers, n_heads=n_heads,

@@ -47,7 +47,10 @@ class PositionTerms(NamedTuple):
 
 
 class RelativeTerms(nn.Module):
-    """The relative method of one stack's self-attention: rope, alibi or t5 (not shaw, not none)."""
+    """The relative method of one stack's self-attention: one of METHODS (not shaw, whose tables
+    each attention layer holds, and not none)."""
+
+    METHODS = ("rope", "alibi", "t5")
 
     def __init__(
         self,
@@ -65,7 +68,7 @@ class RelativeTerms(nn.Module):
         t5_max_distance: int = 128,
     ) -> None:
         """Args:
-        method: "rope", "alibi" or "t5".
+        method: one of METHODS.
         n_layers: L, the layers served.
         n_heads: H.
         d_head: features per head.
@@ -94,7 +97,7 @@ class RelativeTerms(nn.Module):
                 for _ in range(tables)
             )
         else:
-            raise ValueError(f"RelativeTerms serves rope, alibi and t5, not {method!r}")
+            raise ValueError(f"RelativeTerms serves {', '.join(self.METHODS)}, not {method!r}")
 
     def forward(
         self, q_len: int, k_len: int, q_offset: int, device: torch.device
