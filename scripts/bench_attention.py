@@ -18,10 +18,14 @@ padding), each as the model runs it, the method's own term built inside the step
     ... by gather / ... per diagonal   on CUDA only: t5 and shaw in each of their two forms at every
                   n, gather / scatter-add (the CPU's) and attention_kernels.Diagonals, where the
                   model takes the second only above DIAGONALS_ABOVE queries
-Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, B = 64, n = 64)
-with and without relative terms (k = 16, a^K + a^V, per-head tables; on CUDA in both forms),
-timed interleaved A/B;
-the figure is the median of per-round time ratios (the host is shared and drifts).
+    shaw by query on CUDA only, up to n = BY_QUERY_MAX_N: attention_kernels.ByQuery, the paper's
+                  form (its (H, n, n, Dh) rows of pairs outgrow memory beyond)
+Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, about 4096 tokens
+per batch: B = 4096 // n) at each n of --layer-n (default 64), without relative terms and with them
+(k = 16, a^K + a^V, per-head tables) in each form of Shaw's terms, by gather, per diagonal and by
+query, on any device; the model's own choice at that n is named below the table. Timed in
+interleaved rounds (A B C D, D C B A, ...); the figure is the median of per-round time ratios (the
+host is shared and drifts). On CUDA, --layer-n 64,128,192,256 times DIAGONALS_ABOVE inside a layer.
 
 Peak memory: on CUDA, torch.cuda.max_memory_allocated above the memory held before the call. On CPU,
 each (method, n) runs once in a fresh subprocess: the growth of the process's peak resident set
@@ -30,7 +34,7 @@ every byte the forward + backward touched, including allocator overhead (glibc, 
 
 Usage:
     python scripts/bench_attention.py [--device cpu|cuda] [--dtype float32|bfloat16] [--quick]
-        [--skip-core] [--skip-positions] [--skip-layer]
+        [--skip-core] [--skip-positions] [--skip-layer] [--layer-n 64,128,256]
 """
 
 from __future__ import annotations
@@ -61,10 +65,12 @@ from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
 POSITION_METHODS = ["plain", "rope", "alibi", "t5", "t5 via SDPA", "shaw"]
-# On CUDA, t5 and shaw in both forms of their terms at every n, for the A/B (the model picks one
-# by query length: attention_kernels.diagonals_apply).
-FORMS = (" by gather", " per diagonal")
-BY_FORM = [m + form for form in FORMS for m in ("t5", "shaw")]
+# The forms of the relative terms (attention_kernels): on CUDA, t5 and shaw in both of the first two
+# at every n of part 2 (the model picks one by query length: attention_kernels.diagonals_apply), and
+# shaw by query up to BY_QUERY_MAX_N; in part 3 every form, on every device.
+FORMS = (" by gather", " per diagonal", " by query")
+BY_FORM = [m + form for form in FORMS[:2] for m in ("t5", "shaw")]
+BY_QUERY_MAX_N = 512
 H, DH, K, TOKENS = 8, 64, 16, 4096
 
 
@@ -108,17 +114,36 @@ def core_step(method, leaves, grad):
 
 @contextlib.contextmanager
 def relative_form(name: str):
-    """For a name ending in one of FORMS: relative terms by gather / scatter-add on every device
-    (no Diagonals), or per diagonal on CUDA from two queries on; else as the model picks."""
-    saved = attention_kernels.DIAGONAL_DEVICES, attention_kernels.DIAGONALS_ABOVE
+    """For a name ending in one of FORMS, relative terms in that form on every device from two
+    queries on: by gather / scatter-add, per diagonal (Diagonals) or by query (ByQuery, Shaw's
+    only); else as the model picks."""
+    saved = (
+        attention_kernels.DIAGONAL_DEVICES,
+        attention_kernels.DIAGONALS_ABOVE,
+        attention_kernels.BY_QUERY_DEVICES,
+    )
+    everywhere = ("cpu", "cuda")
     if name.endswith(" by gather"):
-        attention_kernels.DIAGONAL_DEVICES = ()
+        attention_kernels.DIAGONAL_DEVICES, attention_kernels.BY_QUERY_DEVICES = (), ()
     elif name.endswith(" per diagonal"):
-        attention_kernels.DIAGONALS_ABOVE = 1
+        attention_kernels.DIAGONAL_DEVICES, attention_kernels.DIAGONALS_ABOVE = everywhere, 1
+    elif name.endswith(" by query"):
+        attention_kernels.DIAGONAL_DEVICES, attention_kernels.BY_QUERY_DEVICES = (), everywhere
     try:
         yield
     finally:
-        attention_kernels.DIAGONAL_DEVICES, attention_kernels.DIAGONALS_ABOVE = saved
+        (
+            attention_kernels.DIAGONAL_DEVICES,
+            attention_kernels.DIAGONALS_ABOVE,
+            attention_kernels.BY_QUERY_DEVICES,
+        ) = saved
+
+
+def form_the_model_takes(device: torch.device, n: int) -> str:
+    """The form of Shaw's terms the model takes for n queries on `device` (attention_kernels)."""
+    if attention_kernels.diagonals_apply(device, n):
+        return "per diagonal"
+    return "by query" if attention_kernels.by_query_applies(device) else "by gather"
 
 
 class PositionStep:
@@ -276,6 +301,11 @@ def bench_core(args, device, dtype):
     )  # fmt: skip
 
 
+def by_form(n: int) -> list[str]:
+    """Part 2's methods in a form of their terms at n (CUDA): FORMS' first two, shaw by query."""
+    return BY_FORM + (["shaw by query"] if n <= BY_QUERY_MAX_N else [])
+
+
 def bench_positions(args, device, dtype):
     print(
         f"\n## Every position method's self-attention, forward + backward (H {H}, Dh {DH}, "
@@ -283,22 +313,24 @@ def bench_positions(args, device, dtype):
     )
     bench_sizes(
         args, device, dtype, baseline="plain", alternate=True,
-        methods_at=lambda n: POSITION_METHODS + (BY_FORM if device.type == "cuda" else []),
+        methods_at=lambda n: POSITION_METHODS + (by_form(n) if device.type == "cuda" else []),
         steps_for=lambda methods: {m: PositionStep(m, device, dtype) for m in methods},
     )  # fmt: skip
 
 
 def bench_layer(args, device, dtype):
+    for n in args.layer_n:
+        bench_layer_at(n, args, device, dtype)
+
+
+def bench_layer_at(n: int, args, device, dtype):
     torch.manual_seed(0)
-    n, B = 64, 64
+    B = max(1, TOKENS // n)
     sizes = dict(d_model=512, n_heads=8, d_ff=2048, dropout=0.1, attention_dropout=0.1)
-    layers = {
-        "none": EncoderLayer(**sizes, relative=RelativePositions(k=0)),
-        "aK+aV": EncoderLayer(**sizes, relative=RelativePositions(k=K)),
-    }
-    if device.type == "cuda":  # the same layer with its terms in each form
-        for form in FORMS:
-            layers["aK+aV" + form] = layers["aK+aV"]
+    relative = EncoderLayer(**sizes, relative=RelativePositions(k=K))
+    layers = {"none": EncoderLayer(**sizes, relative=RelativePositions(k=0))}
+    for form in FORMS:  # the same layer with its terms in each form
+        layers["aK+aV" + form] = relative
     for layer in layers.values():
         layer.to(device, dtype).train()
     x = torch.randn(B, n, 512, device=device, dtype=dtype)
@@ -323,6 +355,7 @@ def bench_layer(args, device, dtype):
     print("|---|---|")
     for name in layers:
         print(f"| {name} | {statistics.median(times[name]) * 1e3:.1f} |")
+    print(f"the model takes Shaw's terms {form_the_model_takes(device, n)} here")
     for name in [name for name in layers if name != "none"]:
         ratios = [a / b for a, b in zip(times[name], times["none"])]
         quartiles = statistics.quantiles(ratios, n=4)
@@ -339,6 +372,10 @@ def main():
     parser.add_argument("--quick", action="store_true", help="n <= 512, few rounds")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per n")
     parser.add_argument("--layer-rounds", type=int, default=21)
+    parser.add_argument(
+        "--layer-n", type=lambda s: [int(n) for n in s.split(",")], default=[64],
+        help="part 3's sequence lengths, comma-separated (B = 4096 // n)",
+    )  # fmt: skip
     parser.add_argument("--max-n", type=int, default=2048)
     parser.add_argument("--max-materialised-n", type=int, default=2048)
     parser.add_argument("--skip-core", action="store_true")

@@ -2,7 +2,7 @@
 # One sitting on a lent GPU machine (issue 18), in stages that each fit one 10-minute device call.
 #
 #   bash scripts/gpu_sitting.sh STAGE [STAGE ...]
-#   stages: env tests dispatch train speed compiled byquery onmt decode sweep
+#   stages: env tests dispatch train speed compiled byquery layers onmt decode sweep
 #
 # The machine starts bare: the packages it lacks travel as wheels in .whl/ (.whl_onmt/ for the onmt
 # stage) and the corpus as a copy in .device/data/multi30k, all git-ignored and named in the call's
@@ -36,6 +36,10 @@
 #           no gather or scatter-add over the batch), eager with peak memory, then compiled
 #           (COMPILE_SCOPE): speed_by_query.md, speed_by_query_compiled.md; read beside train's and
 #           compiled's figures to decide BY_QUERY_DEVICES
+#   layers  an encoder layer (D 512, ~4096 tokens per batch, bf16) with Shaw's terms by gather, per
+#           diagonal and by query against the plain layer at each n of LAYER_N (default
+#           64,128,192,256: DIAGONALS_ABOVE and BY_QUERY_DEVICES timed inside a layer; about half a
+#           minute on the H100): speed_layers.md
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so
@@ -122,6 +126,12 @@ stage_compiled() {
   # of time). Dynamo's recompiles and graph breaks are logged beside the figures.
   TORCH_LOGS=${TORCH_LOGS:-recompiles,graph_breaks} bench_training speed_compiled.md \
     --compile "${COMPILE_SCOPE:-layers}" --no-memory
+}
+
+stage_layers() {
+  "$PY" scripts/bench_attention.py --device "$DEVICE" --dtype bfloat16 --skip-core \
+    --skip-positions --layer-n "${LAYER_N:-64,128,192,256}" --layer-rounds "${LAYER_ROUNDS:-21}" \
+    2>&1 | tee "$SITTING/speed_layers.md" | tail -40
 }
 
 stage_byquery() {
@@ -239,8 +249,8 @@ pack_stage() {  # the files SITTING gained since marker $2, into $RETURN/$1.tar.
 
 for stage in "$@"; do
   case $stage in
-    env|tests|dispatch|train|speed|compiled|byquery|onmt|decode|sweep) ;;
-    *) echo "unknown stage $stage: env tests dispatch train speed compiled byquery onmt decode sweep" >&2
+    env|tests|dispatch|train|speed|compiled|byquery|layers|onmt|decode|sweep) ;;
+    *) echo "unknown stage $stage: env tests dispatch train speed compiled byquery layers onmt decode sweep" >&2
        exit 2 ;;
   esac
 done
