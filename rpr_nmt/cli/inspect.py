@@ -8,8 +8,9 @@ distance -k..k, cosine similarity between rows, per layer and per head for per-h
 bias per head and bucket and by distance, the learned table's similarity of position vectors,
 and ALiBi's fixed slopes for reference (RoPE and the sinusoid learn nothing); and, for every
 method, the self-attention mass by relative distance averaged over the first N sentences of a dev
-split (how far each layer actually looks). inspect.json holds the numbers, index.md lists the
-files with a summary table.
+split (how far each layer actually looks), and how well a linear probe reads each token's absolute
+position from each layer's states on them (fitted on the even sentences, scored on the odd).
+inspect.json holds the numbers, index.md lists the files with summary tables.
 The split is read with the checkpoint's data settings (--data-root overrides a local corpus'
 folder). Errors print one line and exit with status 2.
 """
@@ -24,6 +25,7 @@ from dataclasses import asdict, replace
 from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
 from rpr_nmt.inspection.figures import write_inspection
+from rpr_nmt.inspection.probe import position_probe
 from rpr_nmt.inspection.statistics import (
     InspectError,
     attention_mass,
@@ -90,7 +92,9 @@ def run(args: argparse.Namespace) -> str:
         **asdict(cfg),
     }
     stats, positions = table_statistics(model), position_statistics(model)
-    files = write_inspection(args.output, stats, mass, about, positions)
+    # The probe holds out half the sentences: from 2 on (one sentence still gives the rest).
+    probe = position_probe(model, tokenizer, sources, targets) if len(sources) > 1 else None
+    files = write_inspection(args.output, stats, mass, about, positions, probe)
     return str(files[-1])
 
 

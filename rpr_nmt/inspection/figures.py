@@ -10,6 +10,8 @@ Files written (per stack: encoder, decoder), each where the model has what it sh
     {stack}_learned_cosine.npy    learned: the (N, N) similarity matrix (too large for the JSON)
     alibi_slopes.png              ALiBi: the fixed slope of each head and its bias by distance
     {stack}_attention_mass.png    every method: self-attention mass by relative distance
+    position_probe.png            every method: how well a linear probe reads each token's absolute
+                                  position from each layer's states (probe.py), per stack
     inspect.json                  every number in the figures (but the .npy matrix)
     index.md                      what each file shows, and a per-layer summary table
 
@@ -27,6 +29,7 @@ import numpy as np
 import torch
 
 from rpr_nmt.config import position_methods
+from rpr_nmt.inspection.probe import PositionProbe
 from rpr_nmt.inspection.statistics import (
     STACKS,
     AlibiSlopes,
@@ -58,6 +61,7 @@ def write_inspection(
     mass: AttentionMass,
     about: dict[str, Any],
     positions: PositionStats | None = None,
+    probe: list[PositionProbe] | None = None,
 ) -> list[Path]:
     """Write the figures, inspect.json and index.md into out_dir.
 
@@ -67,6 +71,7 @@ def write_inspection(
         mass: attention_mass on the dev set.
         about: what was inspected: checkpoint, step, split, sentences, model settings.
         positions: position_statistics of the model (T5, learned, ALiBi); None = none drawn.
+        probe: position_probe of the model on the dev set; None = not drawn.
 
     Returns:
         The files written, index.md last.
@@ -94,6 +99,8 @@ def write_inspection(
             files.append(_plot_mass(stack, mass, about, out / f"{stack}_attention_mass.png"))
     if positions is not None and positions.alibi is not None:
         files.append(_plot_alibi(positions.alibi, mass.max_distance, out / "alibi_slopes.png"))
+    if probe:
+        files.append(_plot_probe(probe, out / "position_probe.png"))
     numbers = {
         **about,
         "max_distance": mass.max_distance,
@@ -114,11 +121,12 @@ def write_inspection(
             for s in stats
         ],  # fmt: skip
         **_position_numbers(positions),
+        "position_probe": [vars(p) for p in probe or []],
     }
     files.append(out / "inspect.json")
     files[-1].write_text(json.dumps(numbers, indent=1) + "\n")
     files.append(out / "index.md")
-    files[-1].write_text(_index(files[:-1], mass, about))
+    files[-1].write_text(_index(files[:-1], mass, about, probe or []))
     return files
 
 
@@ -315,14 +323,32 @@ def _plot_mass(stack: str, mass: AttentionMass, about: dict[str, Any], path: Pat
     return _save(fig, path)
 
 
+def _plot_probe(probe: list[PositionProbe], path: Path) -> Path:
+    """Held-out R^2 of the position probe by layer, per stack, beside the token-alone baseline."""
+    plt = _pyplot()
+    fig, axis = plt.subplots(figsize=(6.5, 4), layout="constrained")
+    for p, color in zip(probe, ("tab:blue", "tab:orange")):
+        axis.plot(range(len(p.r2)), p.r2, marker="o", color=color, label=p.stack)
+        axis.axhline(p.baseline_r2, color=color, linestyle=":", label=f"{p.stack}: token alone")
+    axis.set_xticks(range(max(len(p.r2) for p in probe)))
+    axis.set(xlabel="layer (0 = embeddings with absolute positions, if any)", ylabel="held-out R^2")
+    axis.set_ylim(min(0.0, *(min(p.r2) for p in probe)) - 0.05, 1.05)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    axis.set_title("Absolute position read linearly from each layer's states")
+    return _save(fig, path)
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return path
 
 
-def _index(files: list[Path], mass: AttentionMass, about: dict[str, Any]) -> str:
-    """index.md: provenance, the per-layer summary and the figures."""
+def _index(
+    files: list[Path], mass: AttentionMass, about: dict[str, Any], probe: list[PositionProbe]
+) -> str:
+    """index.md: provenance, the per-layer summaries and the figures."""
     k = about.get("max_relative_position", 0)
     lines = [
         f"# Positions of {about.get('checkpoint', 'the model')}",
@@ -351,6 +377,24 @@ def _index(files: list[Path], mass: AttentionMass, about: dict[str, Any]) -> str
                 f"| {layer + 1} | {row[mass.max_distance]:.3f} | {within:.3f} | {ends:.3f} "
                 f"| {mean_abs:.2f} |"
             )
+        lines.append("")
+    if probe:
+        lines += [
+            "## Absolute position, read by a linear probe",
+            "",
+            "Ridge regression from each token's state to its position, fitted on the even "
+            "sentences, scored on the odd ones (rpr_nmt/inspection/probe.py); layer 0 is the "
+            "embedding output. Baseline: the token embedding alone, no position.",
+            "",
+            "| stack | layer | held-out R^2 | mean abs error (positions) |",
+            "|---|---|---|---|",
+        ]
+        for p in probe:
+            lines.append(
+                f"| {p.stack} | token alone | {p.baseline_r2:.3f} | {p.baseline_mae:.2f} |"
+            )
+            for layer, (r2, mae) in enumerate(zip(p.r2, p.mae)):
+                lines.append(f"| {p.stack} | {layer} | {r2:.3f} | {mae:.2f} |")
         lines.append("")
     lines += ["## Files", ""]
     for path in files:

@@ -317,8 +317,8 @@ def attention_mass(
     try:
         for start in range(0, len(sources), batch_size):
             batch = slice(start, start + batch_size)
-            src = _padded([tokenizer.encode(s) + [EOS_ID] for s in sources[batch]])  # (B, S)
-            tgt = _padded([[BOS_ID] + tokenizer.encode(t) for t in targets[batch]])  # (B, T)
+            src = padded_ids([tokenizer.encode(s) + [EOS_ID] for s in sources[batch]])  # (B, S)
+            tgt = padded_ids([[BOS_ID] + tokenizer.encode(t) for t in targets[batch]])  # (B, T)
             query_padding.update(encoder=src.eq(PAD_ID), decoder=tgt.eq(PAD_ID))
             queries["encoder"] += int(src.ne(PAD_ID).sum())
             queries["decoder"] += int(tgt.ne(PAD_ID).sum())
@@ -343,7 +343,8 @@ def _mass_by_distance(alpha: Tensor, valid: Tensor, width: int) -> Tensor:
     return per_query.sum(dim=(0, 2)).float()  # (H, 2W + 1)
 
 
-def _padded(rows: list[list[int]]) -> Tensor:
+def padded_ids(rows: list[list[int]]) -> Tensor:
+    """Rows of token ids as one (B, T) batch, padded with PAD_ID."""
     out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)  # (B, T)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
