@@ -1,0 +1,85 @@
+"""The position probe of several inspected runs as one table: held-out R^2 by layer, per method.
+
+    python scripts/probe_table.py INSPECT_DIR [INSPECT_DIR ...] [--json PATH]
+
+Reads each folder's inspect.json (written by rpr-nmt-inspect, whose position probe is
+rpr_nmt/inspection/probe.py), names its setting as the reports do (rpr_nmt.report.labels) and
+prints one Markdown row per setting and stack: the mean over its runs (seeds) of the held-out R^2
+of the token-alone baseline and of each layer (0 = the embedding output), with the runs' range
+where there are several. --json PATH writes every run's figures, with its checkpoint and step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rpr_nmt.report.labels import method_label
+
+STACKS = ("encoder", "decoder")
+
+
+def read_run(folder: Path) -> dict[str, Any]:
+    """One inspected run: its setting's label, provenance and the probe of each stack."""
+    path = folder / "inspect.json"
+    try:
+        numbers = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(
+            f"{path}: not an rpr-nmt-inspect output ({e}); run rpr-nmt-inspect first"
+        ) from None
+    if not numbers.get("position_probe"):
+        raise SystemExit(f"{path}: no position probe (written before it, or from one sentence)")
+    return {
+        "setting": method_label(numbers),
+        "checkpoint": numbers["checkpoint"],
+        "step": numbers["step"],
+        "sentences": numbers["sentences"],
+        "split": numbers["split"],
+        "probe": numbers["position_probe"],
+    }
+
+
+def cell(values: list[float]) -> str:
+    """The mean, and the range over runs when there are several."""
+    mean = f"{statistics.fmean(values):.2f}"
+    return mean if len(values) == 1 else f"{mean} ({min(values):.2f} to {max(values):.2f})"
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """One row per setting and stack, settings in the order first met."""
+    by_setting: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_setting[run["setting"]].append(run)
+    layers = max(len(p["r2"]) for run in runs for p in run["probe"])
+    header = ["setting", "stack", "runs", "token alone", *(f"layer {i}" for i in range(layers))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for stack in STACKS:
+        for setting, of_setting in by_setting.items():
+            probes = [p for run in of_setting for p in run["probe"] if p["stack"] == stack]
+            row = [setting, stack, str(len(probes)), cell([p["baseline_r2"] for p in probes])]
+            row += [cell([p["r2"][i] for p in probes]) for i in range(len(probes[0]["r2"]))]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="rpr-nmt-inspect output folders")
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    args = parser.parse_args()
+    runs = [read_run(folder) for folder in args.folders]
+    print(table(runs))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(runs, indent=1) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""scripts/probe_table.py: inspected runs gathered into one table per setting and stack."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..conftest import load_script
+
+probe_table = load_script("probe_table")
+
+
+def inspected(folder, model: dict, encoder_r2: list[float], seed: int):
+    folder.mkdir(parents=True)
+    probe = [
+        dict(stack=stack, r2=r2, mae=[1.0] * len(r2), baseline_r2=0.1, baseline_mae=4.0,
+             fitted=10, held_out=9)
+        for stack, r2 in (("encoder", encoder_r2), ("decoder", [0.2, 0.5, 0.6]))
+    ]  # fmt: skip
+    numbers = dict(checkpoint=f"seed{seed}/last.pt", step=1400, sentences=19, split="valid",
+                   position_probe=probe, **model)  # fmt: skip
+    (folder / "inspect.json").write_text(json.dumps(numbers))
+    return folder
+
+
+def test_runs_of_one_setting_share_a_row_with_their_mean_and_range(tmp_path):
+    shaw = dict(max_relative_position=16, relative_keys=True, relative_values=True)
+    sinusoid = dict(max_relative_position=0, sinusoidal=True)
+    runs = [
+        probe_table.read_run(inspected(tmp_path / "a", shaw, [0.1, 0.4, 0.6], 1)),
+        probe_table.read_run(inspected(tmp_path / "b", shaw, [0.1, 0.6, 0.8], 2)),
+        probe_table.read_run(inspected(tmp_path / "c", sinusoid, [0.9, 0.8, 0.7], 1)),
+    ]
+    lines = probe_table.table(runs).splitlines()
+    assert lines[0] == "| setting | stack | runs | token alone | layer 0 | layer 1 | layer 2 |"
+    assert lines[2] == "| Shaw k = 16 | encoder | 2 | 0.10 (0.10 to 0.10) | 0.10 (0.10 to 0.10) " \
+        "| 0.50 (0.40 to 0.60) | 0.70 (0.60 to 0.80) |"  # fmt: skip
+    assert lines[3] == "| sinusoid | encoder | 1 | 0.10 | 0.90 | 0.80 | 0.70 |"
+    assert [line.split(" | ")[1] for line in lines[4:]] == ["decoder", "decoder"]
+
+
+def test_a_folder_without_the_probe_names_itself(tmp_path):
+    with pytest.raises(SystemExit, match="inspect.json"):
+        probe_table.read_run(tmp_path)
