@@ -20,7 +20,7 @@ Shape legend: N tokens, D model dim, L layers of a stack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -113,7 +113,9 @@ def position_probe(
     states = {s: (Tokens(), Tokens()) for s in STACKS}
     chosen: dict[str, tuple[Tensor, Tensor]] = {}  # stack -> (B, T) masks of the batch being run
 
-    def hook_of(stack: str, layer: int):
+    def hook_of(stack: str, layer: int) -> Callable[..., None]:
+        """The forward hook that keeps one layer's states of the real tokens, by half."""
+
         def hook(module: torch.nn.Module, args: tuple, out: Tensor | tuple) -> None:
             x = (out[0] if isinstance(out, tuple) else out).float()  # (B, T, D)
             for part, mask in zip(states[stack], chosen[stack]):
