@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from rpr_nmt.inspection.statistics import STACKS, InspectError, padded_ids
+from rpr_nmt.data import PAD_ID, Tokenizer
+from rpr_nmt.inspection.statistics import STACKS, InspectError, dev_batches
 from rpr_nmt.model import Transformer
 
 __all__ = ["PositionProbe", "fit_and_score", "position_probe"]
@@ -130,10 +130,7 @@ def position_probe(
         for layer, block in enumerate(module.layers, start=1):
             handles.append(block.register_forward_hook(hook_of(stack, layer)))
     try:
-        for start in range(0, len(sources), batch_size):
-            batch = slice(start, start + batch_size)
-            src = padded_ids([tokenizer.encode(s) + [EOS_ID] for s in sources[batch]])  # (B, S)
-            tgt = padded_ids([[BOS_ID] + tokenizer.encode(t) for t in targets[batch]])  # (B, T)
+        for start, src, tgt in dev_batches(tokenizer, sources, targets, batch_size):
             odd = (torch.arange(start, start + src.size(0)) % 2 == 1)[:, None]  # (B, 1)
             for stack, ids in (("encoder", src), ("decoder", tgt)):
                 at = torch.arange(ids.size(1)).expand_as(ids)  # (B, T) absolute positions

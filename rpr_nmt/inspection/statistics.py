@@ -19,7 +19,7 @@ W the widest distance counted on its own (mass beyond it is put in the end bucke
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ __all__ = [
     "TableStats",
     "attention_mass",
     "attention_weights",
+    "dev_batches",
     "position_statistics",
     "table_statistics",
 ]
@@ -315,10 +316,7 @@ def attention_mass(
             hook = hook_of(stack, layer, len(layers))
             handles.append(module.self_attn.register_forward_hook(hook, with_kwargs=True))
     try:
-        for start in range(0, len(sources), batch_size):
-            batch = slice(start, start + batch_size)
-            src = padded_ids([tokenizer.encode(s) + [EOS_ID] for s in sources[batch]])  # (B, S)
-            tgt = padded_ids([[BOS_ID] + tokenizer.encode(t) for t in targets[batch]])  # (B, T)
+        for _, src, tgt in dev_batches(tokenizer, sources, targets, batch_size):
             query_padding.update(encoder=src.eq(PAD_ID), decoder=tgt.eq(PAD_ID))
             queries["encoder"] += int(src.ne(PAD_ID).sum())
             queries["decoder"] += int(tgt.ne(PAD_ID).sum())
@@ -343,8 +341,23 @@ def _mass_by_distance(alpha: Tensor, valid: Tensor, width: int) -> Tensor:
     return per_query.sum(dim=(0, 2)).float()  # (H, 2W + 1)
 
 
-def padded_ids(rows: list[list[int]]) -> Tensor:
-    """Rows of token ids as one (B, T) batch, padded with PAD_ID."""
+def dev_batches(
+    tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str], batch_size: int
+) -> Iterator[tuple[int, Tensor, Tensor]]:
+    """The dev set in batches of batch_size sentences, as the model reads it in training: the
+    index of each batch's first sentence, the sources (ids + EOS) and the teacher-forced targets
+    ([BOS] + ids), each padded with PAD_ID.
+
+    Shapes: yields (start, src (B, S), tgt (B, T)).
+    """
+    for start in range(0, len(sources), batch_size):
+        batch = slice(start, start + batch_size)
+        src = _padded([tokenizer.encode(s) + [EOS_ID] for s in sources[batch]])  # (B, S)
+        tgt = _padded([[BOS_ID] + tokenizer.encode(t) for t in targets[batch]])  # (B, T)
+        yield start, src, tgt
+
+
+def _padded(rows: list[list[int]]) -> Tensor:
     out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)  # (B, T)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
