@@ -11,13 +11,9 @@ import torch
 from rpr_nmt.cli.inspect import main as inspect_main
 from rpr_nmt.inspection.probe import fit_and_score, position_probe
 from rpr_nmt.inspection.statistics import InspectError
-from rpr_nmt.model import build_model
-from tests.export.conftest import corpus, tiny_config
+from tests.export.conftest import corpus
 
-
-def model_of(**overrides):
-    torch.manual_seed(0)
-    return build_model(tiny_config(**overrides), vocab_size=80, pad_id=0).eval()
+from .conftest import model_of
 
 
 def states(n: int = 400, d: int = 8) -> tuple[torch.Tensor, torch.Tensor]:

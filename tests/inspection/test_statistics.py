@@ -21,10 +21,7 @@ from rpr_nmt.inspection.statistics import (
 from rpr_nmt.model import build_model
 from tests.export.conftest import corpus, padded, tiny_config
 
-
-def model_of(**overrides):
-    torch.manual_seed(0)
-    return build_model(tiny_config(**overrides), vocab_size=80, pad_id=0).eval()
+from .conftest import model_of
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "per_head"])
