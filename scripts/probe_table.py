@@ -19,9 +19,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rpr_nmt.inspection.statistics import STACKS
 from rpr_nmt.report.labels import method_label
-
-STACKS = ("encoder", "decoder")
 
 
 def read_run(folder: Path) -> dict[str, Any]:
