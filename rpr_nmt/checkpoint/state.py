@@ -204,8 +204,13 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"(loading only plain data and tensors: {_unpickler_reason(e)})"
         ) from e
     except Exception as e:  # torch raises several types for truncated or foreign files
-        reason = str(e).strip() or type(e).__name__  # some carry no message at all
-        raise CheckpointError(f"cannot read checkpoint {path}: {reason}") from e
+        # Some carry no message, or a bare one ("101", "list index out of range"): say what the
+        # file is first, torch's words after.
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: not a checkpoint rpr-nmt wrote, or a damaged or "
+            f"truncated one (torch.load: {reason}); copy it again, or use another checkpoint"
+        ) from e
     return TrainingState.from_dict(state, path)
 
 

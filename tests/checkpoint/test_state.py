@@ -79,6 +79,7 @@ def test_foreign_and_broken_files_fail_with_one_line_naming_the_file(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="cannot read checkpoint .*junk.pt") as info:
         load_checkpoint(tmp_path / "junk.pt")
+    assert "not a checkpoint rpr-nmt wrote" in str(info.value)
     assert "\n" not in str(info.value) and "weights_only" not in str(info.value)
     torch.save({"args": argparse.Namespace(lr=1.0)}, tmp_path / "pickled.pt")  # a foreign object
     with pytest.raises(CheckpointError, match="pickled.pt: not a checkpoint rpr-nmt wrote") as info:
@@ -89,7 +90,10 @@ def test_foreign_and_broken_files_fail_with_one_line_naming_the_file(tmp_path):
     (tmp_path / "cut.pt").write_bytes((tmp_path / "whole.pt").read_bytes()[:1000])
     with pytest.raises(CheckpointError, match="cannot read checkpoint .*cut.pt") as info:
         load_checkpoint(tmp_path / "cut.pt")
-    assert "\n" not in str(info.value)
+    assert "damaged or truncated" in str(info.value) and "\n" not in str(info.value)
+    (tmp_path / "text.pt").write_text("root:x:0:0:root:/root:/bin/bash\n")  # any other file
+    with pytest.raises(CheckpointError, match="text.pt: not a checkpoint rpr-nmt wrote"):
+        load_checkpoint(tmp_path / "text.pt")
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="other.pt is not an rpr-nmt checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
