@@ -15,6 +15,7 @@ checkpoint, bad data or impossible decode settings print one line on stderr and 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,9 +30,12 @@ from rpr_nmt.cli.common import (
     load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import DataConfig, EvaluateJobConfig, SplitChoiceConfig
 
 PROG = "rpr-nmt-evaluate"
+# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
+PATH_KEYS = ("checkpoint", "ensemble", "data_root", "extra_references")
 
 
 def run(job: EvaluateJobConfig, out_dir: str) -> None:
@@ -117,10 +121,16 @@ def data_config(job: SplitChoiceConfig, trained_on: DataConfig) -> DataConfig:
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def evaluate(cfg: DictConfig) -> None:
     """Evaluate a checkpoint on one split of its (or the given) data."""
     out_dir = HydraConfig.get().runtime.output_dir
     exit_on_error(PROG, lambda: run(job_config(cfg), out_dir))
+
+
+def main() -> None:
+    """rpr-nmt-evaluate from the command line, its paths quoted for Hydra first."""
+    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    evaluate()
 
 
 if __name__ == "__main__":

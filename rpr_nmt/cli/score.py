@@ -35,10 +35,13 @@ from rpr_nmt.cli.common import (
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.evaluate import data_config
+from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import ScoreJobConfig, TrainJobConfig
 from rpr_nmt.data import DataError
 
 PROG = "rpr-nmt-score"
+# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
+PATH_KEYS = ("checkpoint", "ensemble", "data_root", "source", "reference", "pairs")
 SEPARATOR = " ||| "
 
 
@@ -165,10 +168,16 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="score", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def score(cfg: DictConfig) -> None:
     """Score references with a checkpoint."""
     out_dir = HydraConfig.get().runtime.output_dir
     exit_on_error(PROG, lambda: run(job_config(cfg), out_dir))
+
+
+def main() -> None:
+    """rpr-nmt-score from the command line, its paths quoted for Hydra first."""
+    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    score()
 
 
 if __name__ == "__main__":

@@ -34,10 +34,13 @@ from rpr_nmt.cli.common import (
     load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import TranslateJobConfig
 from rpr_nmt.data.textfile import BOM
 
 PROG = "rpr-nmt-translate"
+# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
+PATH_KEYS = ("checkpoint", "ensemble", "input", "output")
 # Lines translated (and held) at a time: this many batches of decode.max_sentences. Enough for
 # length-sorted batches to pad little; memory stays flat however long the input.
 WINDOW_BATCHES = 16
@@ -163,9 +166,15 @@ def run(job: TranslateJobConfig) -> None:
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="translate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def translate(cfg: DictConfig) -> None:
     """Translate cfg.input (or stdin) into cfg.output (or stdout)."""
     exit_on_error(PROG, lambda: run(job_config(cfg)))
+
+
+def main() -> None:
+    """rpr-nmt-translate from the command line, its paths quoted for Hydra first."""
+    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    translate()
 
 
 if __name__ == "__main__":

@@ -346,3 +346,29 @@ def test_ensemble_errors_are_one_line_and_exit_2(tiny_run, tmp_path):
         assert out.returncode == 2, out.stderr
         assert "Traceback" not in out.stderr and message in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_sweep_run_paths_work_unquoted(tiny_run, tmp_path):
+    # A sweep's run folders are named after its overrides: '=' and ',' that Hydra's grammar
+    # would misread (rpr_nmt/cli/path_overrides.py quotes them first).
+    members = []
+    for name, seed in (("a", 1), ("b", 2)):
+        run = tmp_path / f"sweeps/x/model.max_relative_position=4,train.seed={seed}/checkpoints"
+        run.mkdir(parents=True)
+        members.append(run / "last.pt")
+        members[-1].write_bytes(tiny_run[name].read_bytes())
+    text = "a man rides a bike.\nthe dog runs.\n"
+    args = ["decode.max_len_b=3"]
+    outs = [
+        cli("translate", model, *args, cwd=tmp_path, stdin=text)
+        for model in (f"checkpoint={tiny_run['a']}", f"checkpoint={members[0]}")
+    ]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout and len(outs[0].stdout.splitlines()) == 2
+    ensemble = f"ensemble=[{members[0]},{members[1]}]"
+    out = cli("evaluate", ensemble, *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((tmp_path / "run" / "eval_test.json").read_text())
+    assert record["ensemble"] == [[str(members[0])], [str(members[1])]]
+    out = cli("score", f"checkpoint={members[1]}", f"hydra.run.dir={tmp_path / 's'}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,69 @@
+"""Paths on the command line that Hydra's override grammar would misread, quoted before it runs.
+
+A sweep names each run's folder after its overrides, so the paths users pass most often hold '='
+and ',': runs/sweeps/ablate_k_multi30k_en_de/model.max_relative_position=16,train.seed=1,
+train=cpu_short/checkpoints/last.pt. Unquoted, Hydra reads `checkpoint=<that path>` as a broken
+override ("mismatched input '='") and splits a list item at its commas. The inference commands
+(rpr-nmt-evaluate, -translate, -score) call quote_path_overrides on their arguments first:
+
+    checkpoint=runs/x/a=1,b=2/last.pt        ->  checkpoint='runs/x/a=1,b=2/last.pt'
+    ensemble=[runs/x/a=1,b=2,runs/x/a=1,b=3]  ->  ensemble=['runs/x/a=1,b=2','runs/x/a=1,b=3']
+
+A list is cut into items at the commas where the text so far names an existing file or folder
+(a run folder's name never is one by itself before its last key); a scalar value is quoted when it
+holds '=' or is an existing path with a comma. What is already quoted, holds a quote, a backslash
+or '$' (Hydra's escapes and interpolation), or needs no quoting is passed on unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+# A value holding one of these is left to Hydra as written (its escapes, interpolation).
+_LEAVE = ("'", '"', "\\", "$")
+
+
+def quote_path_overrides(argv: Sequence[str], keys: Iterable[str]) -> list[str]:
+    """argv with the values of `keys` (key=value or key=[a,b]) quoted where Hydra would misread
+    them; argv[0] and every other argument unchanged."""
+    keys = set(keys)
+    out = list(argv[:1])
+    for arg in argv[1:]:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") in keys and not any(c in value for c in _LEAVE):
+            arg = f"{key}={_quoted(value)}"
+        out.append(arg)
+    return out
+
+
+def _quoted(value: str) -> str:
+    """The value as Hydra should read it: a list's items or the scalar quoted where needed."""
+    if value.startswith("[") and value.endswith("]"):
+        items = _list_items(value[1:-1])
+        if not any(_needs_quotes(item) for item in items):
+            return value
+        return "[" + ",".join(f"'{item}'" for item in items) + "]"
+    if "=" in value or ("," in value and Path(value).exists()):
+        return f"'{value}'"
+    return value
+
+
+def _list_items(inner: str) -> list[str]:
+    """The items of a list written without quotes: cut at a comma where the text so far is an
+    existing path, else at every comma (as Hydra would cut it)."""
+    items: list[str] = []
+    pending: list[str] = []  # pieces of an item that is not yet an existing path
+    for piece in inner.split(","):
+        pending.append(piece)
+        joined = ",".join(pending).strip()
+        if Path(joined).exists():
+            items.append(joined)
+            pending = []
+    if pending:  # no existing path: Hydra's own cut, so that the error names each piece
+        items += pending
+    return [item.strip() for item in items]
+
+
+def _needs_quotes(item: str) -> bool:
+    return "=" in item or "," in item

@@ -1,0 +1,63 @@
+"""quote_path_overrides: run-folder paths ('=' and ',' in their names) reach Hydra quoted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from rpr_nmt.cli.path_overrides import quote_path_overrides
+
+KEYS = ("checkpoint", "ensemble", "input")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch) -> list[str]:
+    """Two sweep run folders' checkpoints, named as a sweep names them, relative to the cwd."""
+    monkeypatch.chdir(tmp_path)
+    paths = []
+    for seed in (1, 2):
+        run = Path(f"sweeps/ablate_k/model.max_relative_position=16,train.seed={seed}")
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "last.pt").write_bytes(b"")
+        paths.append(str(run / "checkpoints" / "last.pt"))
+    return paths
+
+
+def parsed(argv: list[str]) -> dict[str, object]:
+    """What Hydra makes of the arguments: key -> value."""
+    overrides = OverridesParser.create().parse_overrides(argv[1:])
+    return {o.key_or_group: o.value() for o in overrides}
+
+
+def test_a_run_folder_path_is_quoted_and_reaches_hydra_whole(runs):
+    argv = quote_path_overrides(["prog", f"checkpoint={runs[0]}", "split=val"], KEYS)
+    assert argv == ["prog", f"checkpoint='{runs[0]}'", "split=val"]
+    assert parsed(argv) == {"checkpoint": runs[0], "split": "val"}
+    argv = quote_path_overrides(["prog", f"checkpoint={Path(runs[0]).parents[1]}"], KEYS)
+    assert parsed(argv) == {"checkpoint": str(Path(runs[0]).parents[1])}  # a run folder
+
+
+def test_a_list_is_cut_where_the_text_names_an_existing_path(runs):
+    argv = quote_path_overrides(["prog", f"ensemble=[{runs[0]},{runs[1]}]"], KEYS)
+    assert parsed(argv) == {"ensemble": runs}
+    argv = quote_path_overrides(["prog", f"ensemble=[{runs[0]}, {runs[1]}]"], KEYS)  # a space
+    assert parsed(argv) == {"ensemble": runs}
+    # A piece that names nothing is cut at every comma, as Hydra cuts it: the error names it.
+    argv = quote_path_overrides(["prog", f"ensemble=[{runs[0]},gone/a=1,b=2.pt]"], KEYS)
+    assert parsed(argv) == {"ensemble": [runs[0], "gone/a=1", "b=2.pt"]}
+
+
+def test_what_hydra_reads_right_is_passed_on_unchanged(runs):
+    plain = [
+        "prog", "checkpoint=a.pt", "ensemble=[a.pt,b.pt]", "input=-", "decode.beam_size=4",
+        f"checkpoint='{runs[0]}'", f'ensemble=["{runs[0]}"]',  # quoted already
+        "input=${oc.env:HOME}/x=1",  # Hydra's interpolation: left to it
+        "split=a=b",  # not a path setting
+    ]  # fmt: skip
+    assert quote_path_overrides(plain, KEYS) == plain
+    assert quote_path_overrides(["prog", "+checkpoint=x=1.pt"], KEYS) == [
+        "prog",
+        "+checkpoint='x=1.pt'",
+    ]
