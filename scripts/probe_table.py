@@ -4,9 +4,10 @@
 
 Reads each folder's inspect.json (written by rpr-nmt-inspect, whose position probe is
 rpr_nmt/inspection/probe.py), names its setting as the reports do (rpr_nmt.report.labels) and
-prints one Markdown row per setting and stack: the mean over its runs (seeds) of the held-out R^2
-of the token-alone baseline and of each layer (0 = the embedding output), with the runs' range
-where there are several. --json PATH writes every run's figures, with its checkpoint and step.
+prints one Markdown row per setting and stack, in the reports' order: the mean over its runs
+(seeds) of the held-out R^2 of the token-alone baseline and of each layer (0 = the embedding
+output), with the runs' range where there are several. --json PATH writes every run's
+figures, with its checkpoint and step.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from rpr_nmt.inspection.statistics import STACKS
 from rpr_nmt.report.labels import method_label
+from rpr_nmt.report.sweep import row_order
 
 
 def read_run(folder: Path) -> dict[str, Any]:
@@ -36,6 +38,7 @@ def read_run(folder: Path) -> dict[str, Any]:
         raise SystemExit(f"{path}: no position probe (written before it, or from one sentence)")
     return {
         "setting": method_label(numbers),
+        "order": row_order(numbers, method_label(numbers)),
         "checkpoint": numbers["checkpoint"],
         "step": numbers["step"],
         "sentences": numbers["sentences"],
@@ -51,9 +54,9 @@ def cell(values: list[float]) -> str:
 
 
 def table(runs: list[dict[str, Any]]) -> str:
-    """One row per setting and stack, settings in the order first met."""
+    """One row per setting and stack, settings in the reports' order (rpr_nmt.report.sweep)."""
     by_setting: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for run in runs:
+    for run in sorted(runs, key=lambda run: run["order"]):
         by_setting[run["setting"]].append(run)
     layers = max(len(p["r2"]) for run in runs for p in run["probe"])
     header = ["setting", "stack", "runs", "token alone", *(f"layer {i}" for i in range(layers))]
@@ -76,7 +79,8 @@ def main() -> None:
     print(table(runs))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(runs, indent=1) + "\n")
+        figures = [{key: v for key, v in run.items() if key != "order"} for run in runs]
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
 
 

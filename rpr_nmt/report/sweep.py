@@ -100,21 +100,23 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
         label = run.setting(keys)
         rows.setdefault(label, Row(label, run.model)).runs.append(run)
 
-    def order(row: Row) -> tuple:
-        m = row.model
-        return (
-            later_method_rank(m),
-            m.get("max_relative_position", 0),
-            not m.get("relative_keys", False),
-            not m.get("relative_values", False),
-            m.get("sinusoidal", False),
-            row.setting,
-        )
-
-    ordered = sorted(rows.values(), key=order)
+    ordered = sorted(rows.values(), key=lambda row: row_order(row.model, row.setting))
     for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
         row.label = label
     return ordered
+
+
+def row_order(model: dict[str, Any], setting: str) -> tuple:
+    """Where a setting's row stands in every table: the paper's settings first, in the order of its
+    tables (by k, then the terms, then the sinusoid), then the later methods (LATER_METHODS)."""
+    return (
+        later_method_rank(model),
+        model.get("max_relative_position", 0),
+        not model.get("relative_keys", False),
+        not model.get("relative_values", False),
+        model.get("sinusoidal", False),
+        setting,
+    )
 
 
 # The methods that followed Shaw's, in the order the docs introduce them: their rows come after

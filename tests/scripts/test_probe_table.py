@@ -34,12 +34,31 @@ def test_runs_of_one_setting_share_a_row_with_their_mean_and_range(tmp_path):
     ]
     lines = probe_table.table(runs).splitlines()
     assert lines[0] == "| setting | stack | runs | token alone | layer 0 | layer 1 | layer 2 |"
-    assert lines[2] == "| Shaw k = 16 | encoder | 2 | 0.10 (0.10 to 0.10) | 0.10 (0.10 to 0.10) " \
+    assert (
+        lines[2] == "| sinusoid | encoder | 1 | 0.10 | 0.90 | 0.80 | 0.70 |"
+    )  # the reports' order
+    assert lines[3] == "| Shaw k = 16 | encoder | 2 | 0.10 (0.10 to 0.10) | 0.10 (0.10 to 0.10) " \
         "| 0.50 (0.40 to 0.60) | 0.70 (0.60 to 0.80) |"  # fmt: skip
-    assert lines[3] == "| sinusoid | encoder | 1 | 0.10 | 0.90 | 0.80 | 0.70 |"
     assert [line.split(" | ")[1] for line in lines[4:]] == ["decoder", "decoder"]
 
 
 def test_a_folder_without_the_probe_names_itself(tmp_path):
     with pytest.raises(SystemExit, match="inspect.json"):
         probe_table.read_run(tmp_path)
+
+
+def test_main_prints_the_table_and_writes_each_runs_figures(tmp_path, monkeypatch, capsys):
+    rope = dict(max_relative_position=0, relative_positions="rope")
+    none = dict(max_relative_position=0)
+    folders = [
+        inspected(tmp_path / "rope", rope, [0.1, 0.3, 0.5], 1),
+        inspected(tmp_path / "none", none, [0.1, 0.2, 0.3], 1),
+    ]
+    out = tmp_path / "probe.json"
+    monkeypatch.setattr("sys.argv", ["probe_table.py", *map(str, folders), "--json", str(out)])
+    probe_table.main()
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| none", "| RoPE", "| none", "| RoPE"]
+    written = json.loads(out.read_text())
+    assert [run["setting"] for run in written] == ["RoPE", "none"]  # as given
+    assert set(written[0]) == {"setting", "checkpoint", "step", "sentences", "split", "probe"}
