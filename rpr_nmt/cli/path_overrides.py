@@ -9,8 +9,8 @@ override ("mismatched input '='") and splits a list item at its commas. The infe
     checkpoint=runs/x/a=1,b=2/last.pt        ->  checkpoint='runs/x/a=1,b=2/last.pt'
     ensemble=[runs/x/a=1,b=2,runs/x/a=1,b=3]  ->  ensemble=['runs/x/a=1,b=2','runs/x/a=1,b=3']
 
-A list is cut into items at the commas where the text so far names an existing file or folder
-(a run folder's name never is one by itself before its last key); a scalar value is quoted when it
+A list is cut into items so that each is the longest text between commas that names an existing
+file or folder (a piece naming none is an item by itself); a scalar value is quoted when it
 holds '=' or is an existing path with a comma. What is already quoted, holds a quote, a backslash
 or '$' (Hydra's escapes and interpolation), or needs no quoting is passed on unchanged.
 """
@@ -50,19 +50,22 @@ def _quoted(value: str) -> str:
 
 
 def _list_items(inner: str) -> list[str]:
-    """The items of a list written without quotes: cut at a comma where the text so far is an
-    existing path, else at every comma (as Hydra would cut it)."""
+    """The items of a list written without quotes: from each comma on, the longest run of pieces
+    that names an existing path is one item; a piece that starts none is an item by itself (as
+    Hydra would cut it, so that the error names it)."""
+    pieces = inner.split(",")
     items: list[str] = []
-    pending: list[str] = []  # pieces of an item that is not yet an existing path
-    for piece in inner.split(","):
-        pending.append(piece)
-        joined = ",".join(pending).strip()
-        if Path(joined).exists():
-            items.append(joined)
-            pending = []
-    if pending:  # no existing path: Hydra's own cut, so that the error names each piece
-        items += pending
-    return [item.strip() for item in items]
+    start = 0
+    while start < len(pieces):
+        end = start + 1  # one piece, unless more of them name an existing path
+        for stop in range(len(pieces), start, -1):
+            joined = ",".join(pieces[start:stop]).strip()
+            if joined and Path(joined).exists():
+                end = stop
+                break
+        items.append(",".join(pieces[start:end]).strip())
+        start = end
+    return items
 
 
 def _needs_quotes(item: str) -> bool:

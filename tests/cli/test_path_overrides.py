@@ -44,6 +44,12 @@ def test_a_list_is_cut_where_the_text_names_an_existing_path(runs):
     assert parsed(argv) == {"ensemble": runs}
     argv = quote_path_overrides(["prog", f"ensemble=[{runs[0]}, {runs[1]}]"], KEYS)  # a space
     assert parsed(argv) == {"ensemble": runs}
+    # The longest text that names a path wins: here "sweeps/ablate_k" is a folder too.
+    argv = quote_path_overrides(["prog", f"ensemble=[sweeps/ablate_k,{runs[1]}]"], KEYS)
+    assert parsed(argv) == {"ensemble": ["sweeps/ablate_k", runs[1]]}
+    Path("sweeps/ablate_k,x=1").mkdir()
+    argv = quote_path_overrides(["prog", "ensemble=[sweeps/ablate_k,x=1,sweeps/ablate_k]"], KEYS)
+    assert parsed(argv) == {"ensemble": ["sweeps/ablate_k,x=1", "sweeps/ablate_k"]}
     # A piece that names nothing is cut at every comma, as Hydra cuts it: the error names it.
     argv = quote_path_overrides(["prog", f"ensemble=[{runs[0]},gone/a=1,b=2.pt]"], KEYS)
     assert parsed(argv) == {"ensemble": [runs[0], "gone/a=1", "b=2.pt"]}
