@@ -55,6 +55,9 @@ class DataConfig:
     cache_dir: str = "data/cache"  # BPE models, encoded corpora (YAML: $RPR_NMT_CACHE)
 
 
+POSITION_STACKS = ("both", "encoder", "decoder")  # ModelConfig.positions_in
+
+
 @dataclass
 class ModelConfig:
     d_model: int = 512  # model width, 512 for base
@@ -85,6 +88,9 @@ class ModelConfig:
     rope_layout: str = "interleaved"  # rope: rotated pairs (2i, 2i+1) "interleaved" or "halves"
     t5_num_buckets: int = 32  # t5: buckets of j - i (both signs together in the encoder); 32
     t5_max_distance: int = 128  # t5: distances from here on share the last bucket; 128 in T5
+    # Which stacks get both methods: "both", or only the "encoder" (its embeddings and
+    # self-attention) or the "decoder"; the other stack then sees no word order of its own.
+    positions_in: str = "both"
 
 
 @dataclass

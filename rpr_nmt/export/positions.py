@@ -87,6 +87,13 @@ def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
         has_shaw_tables: whether its self-attention learns Shaw tables.
     """
     absolute, relative = position_methods_of(model, has_shaw_tables)
+    stacks = model.arguments.get("positions_in", "both")
+    if stacks != "both":
+        return (
+            f"model.positions_in={stacks} cannot be exported: rpr_nmt/export/positions.py gives "
+            f"{ENGINE}'s encoder and decoder the same positions; translate it with "
+            "rpr-nmt-translate"
+        )
     if relative == "alibi":
         return (
             f"model.relative_positions=alibi cannot be exported: {ENGINE} applies ALiBi in "

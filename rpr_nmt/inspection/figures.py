@@ -350,10 +350,13 @@ def _index(
 ) -> str:
     """index.md: provenance, the per-layer summaries and the figures."""
     k = about.get("max_relative_position", 0)
+    stacks = about.get("positions_in") or "both"
     lines = [
         f"# Positions of {about.get('checkpoint', 'the model')}",
         "",
-        "Position methods: absolute {}, relative {}.".format(*position_methods(about)),
+        "Position methods: absolute {}, relative {}".format(*position_methods(about))
+        + ("" if stacks == "both" else f", in the {stacks} only")
+        + ".",
         "",
         f"Step {about.get('step')}, k = {k}, tables shared across heads: "
         f"{about.get('share_relative_across_heads')}, across layers: "

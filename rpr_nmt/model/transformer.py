@@ -7,7 +7,8 @@ Shape legend (batch-first everywhere):
 Positions on two axes: an absolute method beside the embeddings (the sinusoid, a learned table,
 none) and a relative method in encoder self-attention and causal decoder self-attention (Shaw's
 tables in attention.py; RoPE, ALiBi, T5's buckets in positions/; none); encoder-decoder attention
-has none. With neither, the model sees no word order.
+has none. With neither, the model sees no word order; positions_in puts both methods in one
+stack only (the encoder's or the decoder's), the other then sees none of its own.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ class Transformer(nn.Module):
         rope_layout: str = "interleaved",
         t5_num_buckets: int = 32,
         t5_max_distance: int = 128,
+        positions_in: str = "both",
     ) -> None:
         """Args: see ModelConfig in rpr_nmt/config.py (one argument per field, but `relative`:
         Shaw's relative positions of every self-attention, see RelativePositions), and
@@ -200,7 +202,7 @@ class Transformer(nn.Module):
             share_relative_across_heads=relative.share_across_heads,
             share_relative_across_layers=share_relative_across_layers, rope_base=rope_base,
             rope_dims=rope_dims, rope_layout=rope_layout, t5_num_buckets=t5_num_buckets,
-            t5_max_distance=t5_max_distance,
+            t5_max_distance=t5_max_distance, positions_in=positions_in,
         )  # fmt: skip
         if problem:
             raise ValueError(problem)
@@ -208,10 +210,19 @@ class Transformer(nn.Module):
         self.pad_id = pad_id
         self.vocab_size = vocab_size
 
-        def layer_stack(layer: type[EncoderLayer | DecoderLayer], n_layers: int) -> list[nn.Module]:
+        # positions_in: the stacks that get the position methods; the other one gets none.
+        placed = {
+            "encoder": positions_in in ("both", "encoder"),
+            "decoder": positions_in in ("both", "decoder"),
+        }
+
+        def layer_stack(
+            layer: type[EncoderLayer | DecoderLayer], n_layers: int, stack: str
+        ) -> list[nn.Module]:
             """The layers of one stack; with share_relative_across_layers they hold one w^K, w^V."""
-            shared = share_relative_across_layers and relative.enabled
-            tables = relative.new_tables(n_heads, d_model // n_heads) if shared else None
+            shaw = relative if placed[stack] else RelativePositions()  # k = 0: no tables
+            shared = share_relative_across_layers and shaw.enabled
+            tables = shaw.new_tables(n_heads, d_model // n_heads) if shared else None
             return [
                 layer(
                     d_model=d_model,
@@ -220,7 +231,7 @@ class Transformer(nn.Module):
                     dropout=dropout,
                     attention_dropout=attention_dropout,
                     pre_norm=pre_norm,
-                    relative=relative,
+                    relative=shaw,
                     tables=tables,
                     attention_dtype=attention_dtype,
                 )
@@ -234,16 +245,18 @@ class Transformer(nn.Module):
             else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         )
 
-        def embedding(table: nn.Embedding) -> TokenEmbedding:
+        def embedding(table: nn.Embedding, stack: str) -> TokenEmbedding:
             """One stack's embedding with its absolute positions: the sinusoid, a table, none."""
+            if not placed[stack]:
+                return TokenEmbedding(table, dropout=dropout, sinusoidal=False)
             learned = None
             if absolute_positions == "learned":
                 learned = LearnedPositions(max_positions, d_model)
             return TokenEmbedding(table, dropout=dropout, sinusoidal=sinusoidal, learned=learned)
 
-        def relative_terms(n_layers: int, *, causal: bool) -> RelativeTerms | None:
+        def relative_terms(n_layers: int, stack: str, *, causal: bool) -> RelativeTerms | None:
             """One stack's RoPE, ALiBi or T5 terms; None for Shaw (shaw_k) and none."""
-            if relative_positions not in RelativeTerms.METHODS:
+            if relative_positions not in RelativeTerms.METHODS or not placed[stack]:
                 return None
             return RelativeTerms(
                 method=relative_positions, n_layers=n_layers, n_heads=n_heads,
@@ -254,18 +267,18 @@ class Transformer(nn.Module):
             )  # fmt: skip
 
         self.encoder = Encoder(
-            embedding=embedding(src_embedding),
-            layers=layer_stack(EncoderLayer, n_encoder_layers),
+            embedding=embedding(src_embedding, "encoder"),
+            layers=layer_stack(EncoderLayer, n_encoder_layers, "encoder"),
             pre_norm=pre_norm,
-            relative_terms=relative_terms(n_encoder_layers, causal=False),
-            shaw_k=relative.k if relative.enabled else 0,
+            relative_terms=relative_terms(n_encoder_layers, "encoder", causal=False),
+            shaw_k=relative.k if relative.enabled and placed["encoder"] else 0,
         )
         self.decoder = Decoder(
-            embedding=embedding(tgt_embedding),
-            layers=layer_stack(DecoderLayer, n_decoder_layers),
+            embedding=embedding(tgt_embedding, "decoder"),
+            layers=layer_stack(DecoderLayer, n_decoder_layers, "decoder"),
             pre_norm=pre_norm,
-            relative_terms=relative_terms(n_decoder_layers, causal=True),
-            shaw_k=relative.k if relative.enabled else 0,
+            relative_terms=relative_terms(n_decoder_layers, "decoder", causal=True),
+            shaw_k=relative.k if relative.enabled and placed["decoder"] else 0,
         )
         self.output_projection = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:
@@ -398,4 +411,5 @@ def build_model(
         rope_layout=cfg.rope_layout,
         t5_num_buckets=cfg.t5_num_buckets,
         t5_max_distance=cfg.t5_max_distance,
+        positions_in=cfg.positions_in,
     )

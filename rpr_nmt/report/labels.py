@@ -10,6 +10,7 @@ names a setting by its position methods (rpr_nmt.config.position_methods), the r
                                           is named: 'Shaw k = 16, a^K only'
     RoPE, ALiBi, T5 buckets               the other relative methods
     Shaw k = 16 + sinusoid, RoPE + learned  a relative method beside an absolute one
+    Shaw k = 16 (encoder only)            the methods in one stack (model.positions_in)
     none                                  neither
 
 Two settings of one sweep with the same methods (another learning rate, RoPE with another base)
@@ -63,6 +64,9 @@ def method_label(model: dict[str, Any]) -> str:
         parts.append(METHOD_NAMES.get(relative, relative))
     if absolute != "none":
         parts.append(METHOD_NAMES.get(absolute, absolute))
+    stacks = model.get("positions_in") or "both"
+    if parts and stacks != "both":
+        parts[-1] += f" ({stacks} only)"
     return " + ".join(parts) or "none"
 
 

@@ -88,7 +88,7 @@ def check_model_settings(cfg: ModelConfig) -> None:
         share_relative_across_heads=cfg.share_relative_across_heads,
         share_relative_across_layers=cfg.share_relative_across_layers, rope_base=cfg.rope_base,
         rope_dims=cfg.rope_dims, rope_layout=cfg.rope_layout, t5_num_buckets=cfg.t5_num_buckets,
-        t5_max_distance=cfg.t5_max_distance,
+        t5_max_distance=cfg.t5_max_distance, positions_in=cfg.positions_in,
     )  # fmt: skip
     if problem:  # the combinations of position methods that make no sense, named
         raise SettingsError(problem)

@@ -69,6 +69,11 @@ POSITIONS_REFUSED = {
         "model.sinusoidal=true with model.relative_positions=t5 cannot be exported",
         "model.sinusoidal=false",
     ),
+    "decoder_only": (
+        dict(positions_in="decoder"),
+        "model.positions_in=decoder cannot be exported",
+        "rpr-nmt-translate",
+    ),
     "sinusoid_with_rope": (
         dict(sinusoidal=True, relative_positions="rope", max_relative_position=0),
         "model.sinusoidal=true with model.relative_positions=rope cannot be exported",

@@ -250,3 +250,20 @@ def test_cli_draws_what_each_method_learned(tiny_checkpoint, tmp_path, overrides
         assert numbers["learned"][1]["mean_cosine_by_offset"][0] == pytest.approx(1.0)
     else:
         assert numbers["alibi"]["slopes"] == [2**-4, 2**-8]
+
+
+def test_cli_on_a_model_with_positions_in_one_stack(tiny_checkpoint, tmp_path):
+    """Shaw's tables of the encoder only: its figures are drawn, the decoder's are not, and the
+    index says where the methods are."""
+    state = load_checkpoint(tiny_checkpoint)
+    model_cfg = replace(state.config.model, positions_in="encoder")
+    model = build_model(model_cfg, vocab_size=80, pad_id=0)
+    config = replace(state.config, model=model_cfg)
+    path = save_checkpoint(
+        replace(state, config=config, model=model.state_dict()), tmp_path / "e.pt"
+    )
+    out = tmp_path / "inspect"
+    assert inspect_main([str(path), "-o", str(out), "--sentences", "8"]) == 0
+    assert (out / "encoder_table_norms.png").is_file()
+    assert not (out / "decoder_table_norms.png").exists()
+    assert "relative shaw, in the encoder only." in (out / "index.md").read_text()

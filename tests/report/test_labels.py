@@ -38,6 +38,19 @@ def test_each_position_config_is_named_as_a_reader_names_it(name: str, label: st
     assert method_label(positions(name)) == label
 
 
+def test_methods_in_one_stack_say_which():
+    assert (
+        method_label(positions("relative", positions_in="encoder")) == "Shaw k = 16 (encoder only)"
+    )
+    assert method_label(positions("both", positions_in="decoder")) == (
+        "Shaw k = 16 + sinusoid (decoder only)"
+    )
+    assert method_label(positions("rope", positions_in="both")) == "RoPE"
+    earlier = positions("relative")
+    del earlier["positions_in"]  # a run from before the field
+    assert method_label(earlier) == "Shaw k = 16"
+
+
 def test_shaws_terms_are_named_only_when_not_both():
     assert method_label(positions("relative", relative_values=False)) == "Shaw k = 16, a^K only"
     assert method_label(positions("relative", relative_keys=False)) == "Shaw k = 16, a^V only"

@@ -10,6 +10,7 @@ that would silently do nothing or build something else than the config says:
     max_relative_position > 0 with relative_positions not shaw  (k is Shaw's, not this method's)
     share_relative_across_heads=true with t5                    (T5 learns a scalar per head)
     share_relative_across_layers=true with rope or alibi        (nothing learnt to share)
+    positions_in=encoder or decoder without any method          (nothing to place)
     an option out of its range (max_positions, rope_dims, rope_base, rope_layout, t5_*)
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
@@ -17,6 +18,8 @@ as they always did.
 """
 
 from __future__ import annotations
+
+from rpr_nmt.config import POSITION_STACKS
 
 ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
 RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
@@ -40,6 +43,7 @@ def position_problem(
     rope_layout: str,
     t5_num_buckets: int,
     t5_max_distance: int,
+    positions_in: str,
 ) -> str | None:
     """What is wrong with a position setting, in one line naming the model.* keys; None if fine.
 
@@ -86,6 +90,15 @@ def position_problem(
                 "model.share_relative_across_heads=true with model.relative_positions=t5: T5 "
                 "learns one scalar per head and bucket; set it to false"
             )
+    if positions_in not in POSITION_STACKS:
+        return f"model.positions_in={positions_in!r}: use one of {', '.join(POSITION_STACKS)}"
+    no_absolute = absolute == "none" or (absolute == "sinusoid" and not sinusoidal)
+    no_relative = relative == "none" or (relative == "shaw" and k == 0)
+    if positions_in != "both" and no_absolute and no_relative:
+        return (
+            f"model.positions_in={positions_in} places no position method (the model has "
+            "none): leave it at both, or choose a method (positions=...)"
+        )
     if share_relative_across_layers and relative in ("rope", "alibi"):
         return (
             f"model.share_relative_across_layers=true with model.relative_positions={relative}, "

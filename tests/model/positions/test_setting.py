@@ -35,6 +35,11 @@ REFUSED = [
      "model.share_relative_across_heads=true with model.relative_positions=t5"),
     (dict(relative_positions="alibi", max_relative_position=0, share_relative_across_layers=True),
      "model.share_relative_across_layers=true with model.relative_positions=alibi"),
+    (dict(positions_in="middle"), "model.positions_in='middle': use one of both, encoder"),
+    (dict(max_relative_position=0, positions_in="encoder"), "model.positions_in=encoder places "
+     "no position method"),
+    (dict(relative_positions="none", max_relative_position=0, absolute_positions="none",
+          positions_in="decoder"), "model.positions_in=decoder places no position method"),
 ]  # fmt: skip
 
 
