@@ -46,6 +46,10 @@ METHODS = {
     "alibi": dict(absolute_positions="none", relative_positions="alibi"),
     "t5": dict(absolute_positions="none", relative_positions="t5", t5_num_buckets=8,
                t5_max_distance=12, share_relative_across_layers=True),
+    # model.positions_in: the methods in one stack only (experiment=where_positions)
+    "shaw_decoder_only": dict(max_relative_position=4, positions_in="decoder"),
+    "rope_encoder_only": dict(absolute_positions="none", relative_positions="rope",
+                              positions_in="encoder"),
 }  # fmt: skip
 
 
