@@ -39,13 +39,21 @@ Predicate = Callable[[Model], bool]  # which settings (model sections) a claim n
 Rule = Callable[[list[str], list[float]], str]  # outcomes, mean BLEU differences -> verdict
 
 
+def _methods(model: Model) -> tuple[str, str] | None:
+    """(absolute, relative) as every claim's settings have them, in both stacks; None for a model
+    with its methods in one stack only (model.positions_in), which no claim names."""
+    if (model.get("positions_in") or "both") != "both":
+        return None
+    return position_methods(model)
+
+
 def is_reference(model: Model) -> bool:
     """The paper's base model: k = 16, a^K and a^V, no sinusoid."""
     return (
         relative_k(model) == 16
         and bool(model.get("relative_keys"))
         and bool(model.get("relative_values"))
-        and position_methods(model) == ("none", "shaw")
+        and _methods(model) == ("none", "shaw")
     )
 
 
@@ -117,11 +125,11 @@ def _no_gain(outcomes: list[str], deltas: list[float]) -> str:
 
 
 def _relative_only(model: Model) -> bool:  # Shaw's terms and no absolute method
-    return position_methods(model) == ("none", "shaw") and bool(relative_k(model))
+    return _methods(model) == ("none", "shaw") and bool(relative_k(model))
 
 
 def _no_positions(model: Model) -> bool:  # no absolute and no relative method at all
-    return position_methods(model) == ("none", "none")
+    return _methods(model) == ("none", "none")
 
 
 def _flat_k(model: Model) -> bool:  # k >= 2 with both terms, no sinusoid
@@ -139,27 +147,27 @@ def _values_only(model: Model) -> bool:
 
 def is_sinusoid(model: Model) -> bool:
     """The sinusoid alone: the absolute baseline of most claims, and of the length report."""
-    return position_methods(model) == ("sinusoid", "none")
+    return _methods(model) == ("sinusoid", "none")
 
 
 def _learned(model: Model) -> bool:  # the learned table alone
-    return position_methods(model) == ("learned", "none")
+    return _methods(model) == ("learned", "none")
 
 
 def _relative_and_sinusoid(model: Model) -> bool:  # the paper's "both"
-    return position_methods(model) == ("sinusoid", "shaw") and bool(relative_k(model))
+    return _methods(model) == ("sinusoid", "shaw") and bool(relative_k(model))
 
 
 def _rope(model: Model) -> bool:  # RoPE alone, no absolute method
-    return position_methods(model) == ("none", "rope")
+    return _methods(model) == ("none", "rope")
 
 
 def _alibi(model: Model) -> bool:  # ALiBi alone
-    return position_methods(model) == ("none", "alibi")
+    return _methods(model) == ("none", "alibi")
 
 
 def _t5(model: Model) -> bool:  # T5's buckets alone
-    return position_methods(model) == ("none", "t5")
+    return _methods(model) == ("none", "t5")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,15 @@ def test_the_predicates_tell_the_methods_apart():
     assert not is_reference({**REFERENCE, "absolute_positions": "learned"})
 
 
+def test_no_claim_names_a_method_in_one_stack_only():
+    """model.positions_in=encoder or decoder is another model than the claims speak of: the
+    encoder-only Shaw is not the baseline, the decoder-only sinusoid not the sinusoid."""
+    assert is_reference({**REFERENCE, "positions_in": "both"})
+    assert not is_reference({**REFERENCE, "positions_in": "encoder"})
+    sinusoid = {**REFERENCE, "max_relative_position": 0, "sinusoidal": True}
+    assert is_sinusoid(sinusoid) and not is_sinusoid({**sinusoid, "positions_in": "decoder"})
+
+
 def test_an_ablate_k_sweep_in_the_papers_shape():
     reference = row("k16", [38.0, 38.5, 38.2])
     rows = [
