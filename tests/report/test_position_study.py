@@ -163,3 +163,40 @@ def test_the_claims_page_lists_each_method_under_its_claim(study: Path):
         "| k >= 2 is flat: no k from 2 on differs from k = 16 (paper: 25.8 to 25.9) | - |" in table
     )
     assert "not judged" not in table.split("RoPE matches or beats the sinusoid")[1].split("\n")[0]
+
+
+def test_a_where_positions_sweep_names_each_stack_and_keeps_the_baseline(tmp_path: Path):
+    """experiment=where_positions beside the study's rows with the methods in both stacks: each
+    one-stack row says which stack, the baseline stays Shaw k = 16 in both, and the claims judge
+    only the both-stack rows (one-stack ones would otherwise read as 'sinusoid' or the baseline)."""
+    (tmp_path / "tiny").mkdir()
+    for lang in ("en", "de"):
+        (tmp_path / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
+    study = tmp_path / "results" / "compare_positions_tiny"
+    write_study(study, tmp_path / "tiny")
+    for name in ("absolute", "relative"):
+        for stacks in ("encoder", "decoder"):
+            for seed in (1, 2):
+                both = study / f"positions={name},train.seed={seed}"
+                run = study / f"model.positions_in={stacks},positions={name},train.seed={seed}"
+                run.mkdir()
+                for path in both.rglob("*"):
+                    if path.is_file():
+                        (run / path.relative_to(both)).parent.mkdir(exist_ok=True)
+                        (run / path.relative_to(both)).write_bytes(path.read_bytes())
+                config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+                config["model"]["positions_in"] = stacks
+                (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+                (run / "hyp_test.txt").write_text("\n".join(SHORT + LONG) + "\n")  # perfect
+    assert main(["--samples", "300", str(study)]) == 0
+    report = (study / "report.md").read_text()
+    table = report.split("## Test scores")[0].splitlines()
+    names = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ")]
+    assert names[1:] == [
+        "none", "sinusoid", "Shaw k = 16", "sinusoid (encoder only)", "Shaw k = 16 (encoder only)",
+        "sinusoid (decoder only)", "Shaw k = 16 (decoder only)", "learned", "RoPE", "ALiBi",
+        "T5 buckets",
+    ]  # fmt: skip
+    assert "Baseline: Shaw k = 16." in report
+    absolute = [text for claim, text in verdicts(report).items() if claim.startswith("relative")]
+    assert absolute and all("only)" not in text for text in absolute)
