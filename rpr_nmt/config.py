@@ -224,6 +224,13 @@ def position_methods(model: ModelConfig | dict[str, Any]) -> tuple[str, str]:
     return absolute, relative
 
 
+def position_stacks(model: ModelConfig | dict[str, Any]) -> str:
+    """The stacks a model config puts its position methods in (ModelConfig.positions_in): "both",
+    "encoder" or "decoder"; "both" for the plain data of a config from before the field."""
+    values = model if isinstance(model, dict) else asdict(model)
+    return values.get("positions_in") or "both"
+
+
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
 

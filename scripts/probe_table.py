@@ -36,9 +36,10 @@ def read_run(folder: Path) -> dict[str, Any]:
         ) from None
     if not numbers.get("position_probe"):
         raise SystemExit(f"{path}: no position probe (written before it, or from one sentence)")
+    label = method_label(numbers)
     return {
-        "setting": method_label(numbers),
-        "order": row_order(numbers, method_label(numbers)),
+        "setting": label,
+        "order": row_order(numbers, label),
         "checkpoint": numbers["checkpoint"],
         "step": numbers["step"],
         "sentences": numbers["sentences"],

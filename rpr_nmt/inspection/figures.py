@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rpr_nmt.config import position_methods
+from rpr_nmt.config import position_methods, position_stacks
 from rpr_nmt.inspection.probe import PositionProbe
 from rpr_nmt.inspection.statistics import (
     STACKS,
@@ -350,7 +350,7 @@ def _index(
 ) -> str:
     """index.md: provenance, the per-layer summaries and the figures."""
     k = about.get("max_relative_position", 0)
-    stacks = about.get("positions_in") or "both"
+    stacks = position_stacks(about)
     lines = [
         f"# Positions of {about.get('checkpoint', 'the model')}",
         "",

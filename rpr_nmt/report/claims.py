@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rpr_nmt.config import position_methods
+from rpr_nmt.config import position_methods, position_stacks
 from rpr_nmt.report.labels import relative_k
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "cannot tell at this budget"
@@ -42,7 +42,7 @@ Rule = Callable[[list[str], list[float]], str]  # outcomes, mean BLEU difference
 def _methods(model: Model) -> tuple[str, str] | None:
     """(absolute, relative) as every claim's settings have them, in both stacks; None for a model
     with its methods in one stack only (model.positions_in), which no claim names."""
-    if (model.get("positions_in") or "both") != "both":
+    if position_stacks(model) != "both":
         return None
     return position_methods(model)
 

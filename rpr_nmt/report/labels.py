@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rpr_nmt.config import position_methods
+from rpr_nmt.config import position_methods, position_stacks
 from rpr_nmt.report.runs import Run, setting_keys
 
 # position_methods' names as a reader reads them; Shaw's is built from k and its terms.
@@ -64,7 +64,7 @@ def method_label(model: dict[str, Any]) -> str:
         parts.append(METHOD_NAMES.get(relative, relative))
     if absolute != "none":
         parts.append(METHOD_NAMES.get(absolute, absolute))
-    stacks = model.get("positions_in") or "both"
+    stacks = position_stacks(model)
     if parts and stacks != "both":
         parts[-1] += f" ({stacks} only)"
     return " + ".join(parts) or "none"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpr_nmt.config import POSITION_STACKS, position_methods
+from rpr_nmt.config import POSITION_STACKS, position_methods, position_stacks
 from rpr_nmt.report.claims import FULL_TEST_CLAIMS, is_reference
 from rpr_nmt.report.labels import method_label, setting_labels
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
@@ -112,7 +112,7 @@ def row_order(model: dict[str, Any], setting: str) -> tuple:
     method in one stack only after it in both (model.positions_in)."""
     return (
         later_method_rank(model),
-        POSITION_STACKS.index(model.get("positions_in") or "both"),
+        POSITION_STACKS.index(position_stacks(model)),
         model.get("max_relative_position", 0),
         not model.get("relative_keys", False),
         not model.get("relative_values", False),

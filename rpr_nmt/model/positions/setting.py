@@ -19,7 +19,7 @@ as they always did.
 
 from __future__ import annotations
 
-from rpr_nmt.config import POSITION_STACKS
+from rpr_nmt.config import POSITION_STACKS, position_methods
 
 ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
 RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
@@ -92,9 +92,9 @@ def position_problem(
             )
     if positions_in not in POSITION_STACKS:
         return f"model.positions_in={positions_in!r}: use one of {', '.join(POSITION_STACKS)}"
-    no_absolute = absolute == "none" or (absolute == "sinusoid" and not sinusoidal)
-    no_relative = relative == "none" or (relative == "shaw" and k == 0)
-    if positions_in != "both" and no_absolute and no_relative:
+    switches = dict(absolute_positions=absolute, sinusoidal=sinusoidal, relative_positions=relative)
+    methods = position_methods({**switches, "max_relative_position": k})
+    if positions_in != "both" and methods == ("none", "none"):
         return (
             f"model.positions_in={positions_in} places no position method (the model has "
             "none): leave it at both, or choose a method (positions=...)"
