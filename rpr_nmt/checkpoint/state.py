@@ -35,6 +35,23 @@ class BestSoFar:
     metric_value: float | None = None  # best value of train.best_metric ...
     step: int | None = None  # ... reached at this update (best.pt)
 
+    def update(self, figures: dict[str, float], metric: str, step: int) -> bool:
+        """Take a validation's figures ("loss", and "bleu" when decoded) at update `step`; return
+        whether train.best_metric (`metric`: "loss" or "bleu") found a new best (a NaN never
+        wins)."""
+        value = figures["loss"] if metric == "loss" else figures.get("bleu", float("nan"))
+        best = self.metric_value
+        new_best = value == value and (
+            best is None or (value < best if metric == "loss" else value > best)
+        )
+        if new_best:
+            self.metric_value, self.step = value, step
+        if self.valid_loss is None or figures["loss"] < self.valid_loss:
+            self.valid_loss = figures["loss"]
+        if "bleu" in figures and (self.valid_bleu is None or figures["bleu"] > self.valid_bleu):
+            self.valid_bleu = figures["bleu"]
+        return new_best
+
 
 @dataclass
 class Progress:

@@ -77,3 +77,10 @@ class WeightAverage:
             yield model
         finally:
             model.load_state_dict(own)
+
+
+def evaluation_weights(
+    ema: WeightAverage | None, model: torch.nn.Module
+) -> contextlib.AbstractContextManager:
+    """`model` with the weight average inside the block when the run keeps one (`ema`)."""
+    return contextlib.nullcontext(model) if ema is None else ema.swapped_into(model)

@@ -35,9 +35,10 @@ from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data.cache import remove_stale_temporaries
 from rpr_nmt.train import rng
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
-from rpr_nmt.train.ema import WeightAverage
+from rpr_nmt.train.ema import WeightAverage, evaluation_weights
 from rpr_nmt.train.errors import DivergenceError, SettingsError
 from rpr_nmt.train.monitor import Monitor, TrainWindow, peak_memory_mb, write_summary
+from rpr_nmt.train.provenance import code_record, read_sessions, record_session
 from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
@@ -54,7 +55,7 @@ from rpr_nmt.train.setup import (
 )
 from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
-from rpr_nmt.train.validation import final_evaluation, is_better, validation_figures
+from rpr_nmt.train.validation import final_evaluation, validation_figures
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -158,6 +159,8 @@ class Trainer:
         )  # fmt: skip
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
+        if ctx.is_main and self.step < cfg.max_steps:  # a session that trains
+            record_session(self.run_dir, self.step, cfg.precision)
         self.forward_model = wrap_model(
             self.model, ctx, compile=cfg.compile, scope=cfg.compile_scope
         )
@@ -184,6 +187,9 @@ class Trainer:
             self.requested_precision, self.cfg.precision, state.config.train.precision,
             self.ctx.device, log,
         )  # fmt: skip
+        if (before := state.config.train.precision) != self.cfg.precision:  # sessions.jsonl too
+            log.warning("this run trained in %s and continues in %s from update %d", before,
+                        self.cfg.precision, state.step)  # fmt: skip
         self._set_precision()
         self.model.load_state_dict(state.model)
         self.optimizer.load_state_dict(state.optimizer)
@@ -279,17 +285,11 @@ class Trainer:
         return progress
 
     # ------------------------------------------------------------------- validation, checkpoint
-    def _evaluation_weights(self) -> contextlib.AbstractContextManager:
-        """The model with the weight average inside the block when the run keeps one."""
-        if self.ema is None:
-            return contextlib.nullcontext(self.model)
-        return self.ema.swapped_into(self.model)
-
     def _validate(self) -> None:
         """Validation loss and perplexity (all ranks), greedy BLEU (rank 0); track the best.
         A validation that fails saves the trained weights first (outside the weight average)."""
         try:
-            with self._evaluation_weights():
+            with evaluation_weights(self.ema, self.model):
                 figures = validation_figures(
                     self.model, self.valid_iterator, self.bleu_text, tokenizer=self.tokenizer,
                     config=self.config, ctx=self.ctx, autocast=self.autocast,
@@ -300,15 +300,8 @@ class Trainer:
             raise
         self.monitor.valid(self.step, figures)
         self.validated_at = self.step
-        best, metric = self.best, self.cfg.best_metric
-        value = figures["loss"] if metric == "loss" else figures.get("bleu", float("nan"))
-        if is_better(metric, value, best.metric_value):
-            best.metric_value, best.step = value, self.step
+        if self.best.update(figures, self.cfg.best_metric, self.step):
             self.best_pending = True
-        if best.valid_loss is None or figures["loss"] < best.valid_loss:
-            best.valid_loss = figures["loss"]
-        if "bleu" in figures and (best.valid_bleu is None or figures["bleu"] > best.valid_bleu):
-            best.valid_bleu = figures["bleu"]
 
     def _save(self) -> None:
         """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
@@ -390,6 +383,8 @@ class Trainer:
             "world_size": self.ctx.world_size,
             "process_group": self.ctx.backend,
             "precision": self.cfg.precision,
+            "code": code_record(),
+            "sessions": read_sessions(self.run_dir),
             **extra,
         }
         if self.ctx.is_main:

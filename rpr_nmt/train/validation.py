@@ -183,15 +183,6 @@ def _scores_dict(scores: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(scores).items() if not k.startswith("_")}
 
 
-def is_better(metric: str, value: float, best: float | None) -> bool:
-    """Whether a validation figure beats the best so far: lower loss, or higher BLEU."""
-    if value != value:  # NaN never wins
-        return False
-    if best is None:
-        return True
-    return value < best if metric == "loss" else value > best
-
-
 def validation_figures(
     model: nn.Module,
     batches: Iterable[Any],

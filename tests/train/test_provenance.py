@@ -1,0 +1,67 @@
+"""What trained a run: each session's start, precision, arithmetic and commit, in its summary."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rpr_nmt.train import train
+from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of, code_record, read_sessions
+
+from .conftest import REPO, compose_config
+
+COMMON = ("train.valid_bleu=false", "train.evaluate_at_end=false", "train.save_every=2")
+
+
+def test_a_resume_in_another_precision_is_warned_and_each_stretch_recorded(
+    corpus, cache_dir, tmp_path, caplog
+):
+    run = tmp_path / "run"
+    first = train(compose_config(corpus, cache_dir, *COMMON, "train.precision=fp32",
+                                 "train.max_steps=2"), run)  # fmt: skip
+    assert [s["precision"] for s in first["sessions"]] == ["fp32"]
+    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
+        second = train(compose_config(corpus, cache_dir, *COMMON, "train.precision=bf16",
+                                      "train.max_steps=4"), run)  # fmt: skip
+    assert "trained in fp32 and continues in bf16 from update 2" in caplog.text
+    stretches = [(s["start_step"], s["precision"]) for s in second["sessions"]]
+    assert stretches == [(0, "fp32"), (2, "bf16")]
+    assert second["precision"] == "bf16" and second["steps"] == 4
+    # A finished run rerun trains nothing and adds no stretch.
+    train(compose_config(corpus, cache_dir, *COMMON, "train.precision=bf16",
+                         "train.max_steps=4"), run)  # fmt: skip
+    assert len(read_sessions(run)) == 2
+
+
+def test_the_code_record_names_this_checkout():
+    record = code_record()
+    assert record["arithmetic"] == ARITHMETIC
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+    assert record["commit"] == head and re.fullmatch(r"[0-9a-f]{40}", head)
+    assert isinstance(record["modified"], bool)
+
+
+@pytest.mark.parametrize(
+    "summary, expected",
+    [
+        ({}, (1,)),  # a run from before the record
+        ({"code": {"arithmetic": 2}}, (2,)),
+        ({"sessions": [{"arithmetic": 1}, {"arithmetic": 2}], "code": {"arithmetic": 2}}, (1, 2)),
+        ({"sessions": [{}, {"arithmetic": 1}]}, (1,)),
+    ],
+)
+def test_arithmetic_of_a_summary(summary, expected):
+    assert arithmetic_of(summary) == expected
+
+
+def test_read_sessions_skips_a_torn_line(tmp_path: Path):
+    (tmp_path / "sessions.jsonl").write_text('{"start_step": 0, "precision": "fp32"}\n{"start_')
+    assert read_sessions(tmp_path) == [{"start_step": 0, "precision": "fp32"}]
+    assert read_sessions(tmp_path / "missing") == []
