@@ -4,7 +4,8 @@
     rpr-nmt-average a.pt b.pt c.pt -o averaged.pt
 
 A run directory (or its checkpoints/ folder) contributes its newest step_XXXXXXX.pt files; files
-given directly are averaged as they are. The result keeps the newest checkpoint's config and BPE
+given directly are averaged as they are. An existing -o file (a run's own last.pt, say) is
+replaced only with --force. The result keeps the newest checkpoint's config and BPE
 model, so that rpr-nmt-evaluate and rpr-nmt-translate load it like any other checkpoint.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rpr_nmt.checkpoint import (
     CheckpointError,
@@ -37,16 +39,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "-o", "--output", required=True, help="where to write the averaged checkpoint"
     )
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing -o file (never a folder)"
+    )
     args = parser.parse_args(argv)
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
     return args
 
 
+def check_output(path: Path, *, force: bool) -> None:
+    """Refuse an -o that exists, unless it is a file and `force` (CheckpointError, one line)."""
+    if path.is_dir():
+        raise CheckpointError(f"-o {path} is a folder: name the checkpoint file to write")
+    if path.exists() and not force:
+        raise CheckpointError(
+            f"-o {path} exists: choose another file, or pass --force to replace it"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 on a missing or incompatible checkpoint)."""
     args = parse_args(argv)
     try:
+        check_output(Path(args.output), force=args.force)
         paths = checkpoint_paths(args.inputs, args.last)
         averaged = average_checkpoints(paths)
         out = save_checkpoint(averaged, args.output)

@@ -1,0 +1,31 @@
+"""rpr-nmt-average in-process on the tiny checkpoints of tests/evaluate/test_cli.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpr_nmt.checkpoint import load_checkpoint
+from rpr_nmt.cli.average import main
+from tests.evaluate.test_cli import tiny_run  # noqa: F401  (a fixture)
+
+
+def test_an_existing_output_is_replaced_only_with_force(tiny_run, tmp_path, capsys):  # noqa: F811
+    # Probe D4: -o a run's own last.pt replaced it with a weights-only file, without a word.
+    out = tmp_path / "last.pt"
+    out.write_bytes(tiny_run["a"].read_bytes())
+    before = out.read_bytes()
+    assert main([str(tiny_run["a"]), str(tiny_run["b"]), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"rpr-nmt-average: error: -o {out} exists: choose another file, or pass "
+        "--force to replace it\n"
+    )
+    assert out.read_bytes() == before
+    assert main([str(tiny_run["a"]), str(tiny_run["b"]), "-o", str(out), "--force"]) == 0
+    assert load_checkpoint(out).averaged_from == [str(tiny_run["a"]), str(tiny_run["b"])]
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_folder_as_output_is_refused(tiny_run, tmp_path, capsys, force):  # noqa: F811
+    assert main([str(tiny_run["a"]), "-o", str(tmp_path), *force]) == 2
+    assert "is a folder" in capsys.readouterr().err
