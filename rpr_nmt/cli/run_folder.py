@@ -1,11 +1,14 @@
-"""A Hydra callback of rpr-nmt-train: refuse a run folder that another trainer holds, before Hydra
-writes into it.
+"""Hydra callbacks of rpr-nmt-train: refuse a run folder before Hydra writes into it.
 
-Hydra saves the job's .hydra/config.yaml, hydra.yaml and overrides.yaml before the task starts, so
-a second command on a busy folder (train.max_steps and train.max_time_minutes do not name the
-folder) would replace the running trainer's record of its settings even though the trainer's own
-lock (rpr_nmt.checkpoint.run_lock) then refuses it. This check runs first, for single runs; in a
-sweep each job's trainer refuses by its lock.
+RefuseBusyRunFolder: Hydra saves the job's .hydra/config.yaml, hydra.yaml and overrides.yaml
+before the task starts, so a second command on a busy folder (train.max_steps and
+train.max_time_minutes do not name the folder) would replace the running trainer's record of its
+settings even though the trainer's own lock (rpr_nmt.checkpoint.run_lock) then refuses it. This
+check runs first, for single runs; in a sweep each job's trainer refuses by its lock.
+
+RefuseCollapsingSweep: a sweep (-m) that varies a key the run folder is not named after
+(configs/hydra/train.yaml's exclude_keys: train.max_steps, ...) would train every value in one
+folder, each continuing the one before; it is refused before any run starts.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import sys
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -31,4 +36,57 @@ class RefuseBusyRunFolder(Callback):
         busy = run_folder_in_use(config.hydra.run.dir)
         if busy:
             print(f"rpr-nmt-train: error: {busy}", file=sys.stderr)
+            sys.exit(2)
+
+
+# Keys that place a run instead of naming it: varying them sends the runs to other folders (an
+# experiment names its own sweep folder), not all into one.
+_PLACING_KEYS = ("experiment",)
+_PLACING_PREFIX = "hydra."
+
+
+def collapsing_sweep_overrides(config: DictConfig) -> list[str]:
+    """The sweep overrides (`key=a,b`, range(...), choice(...)) of a multirun config whose key is
+    left out of the run-folder name, as written: every value of one would train in one folder.
+
+    The experiment's hydra.sweeper.params come first and the command line after, as the basic
+    sweeper reads them; the last override of a key is the one that counts, so a single value on
+    the command line (train.max_steps=1400) is no sweep.
+    """
+    name = config.hydra.job.config.override_dirname
+    excluded = set(name.exclude_keys)
+    params = config.hydra.sweeper.get("params") or {}
+    lines = [f"{key}={value}" for key, value in params.items()]
+    lines += list(config.hydra.overrides.task)
+    try:
+        overrides = OverridesParser.create().parse_overrides(lines)
+    except HydraException:  # another sweeper's grammar: left to that sweeper
+        return []
+    last = {o.key_or_group: o for o in overrides}
+    return [
+        o.input_line
+        for key, o in last.items()
+        if o.is_sweep_override()
+        and key in excluded
+        and key not in _PLACING_KEYS
+        and not key.startswith(_PLACING_PREFIX)
+    ]
+
+
+class RefuseCollapsingSweep(Callback):
+    """on_multirun_start: exit with status 2 and one line if the sweep varies a key that does not
+    name the run folder (its runs would all train in one folder)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        collapsing = collapsing_sweep_overrides(config)
+        if collapsing:
+            keys = ", ".join(line.split("=", 1)[0].lstrip("+~") for line in collapsing)
+            print(
+                f"rpr-nmt-train: error: the sweep varies {', '.join(collapsing)}, but {keys} "
+                "does not name the run folder (configs/hydra/train.yaml, exclude_keys: a rerun "
+                "with another value extends the run), so every value would train in one folder, "
+                "each continuing the one before: run one command per value, each with its own "
+                "hydra.sweep.dir=... (or hydra.run.dir=...)",
+                file=sys.stderr,
+            )
             sys.exit(2)
