@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from rpr_nmt.train.step import autocast_factory
 
 def check_settings(cfg: TrainConfig) -> None:
     """Refuse settings that compose but cannot work together (SettingsError says which)."""
+    _check_numbers(cfg)
     if cfg.best_metric not in ("loss", "bleu"):
         raise SettingsError(f"train.best_metric={cfg.best_metric!r}: use loss or bleu")
     if cfg.compile_scope not in ("layers", "model"):
@@ -50,6 +52,19 @@ def check_settings(cfg: TrainConfig) -> None:
         raise SettingsError(
             f"train.max_time_minutes={cfg.max_time_minutes} must be above 0 (null = no limit)"
         )
+
+
+def _check_numbers(cfg: TrainConfig) -> None:
+    """Refuse NaN in any float setting (it passes every range check below), and infinity where
+    no step could use it; inf stays allowed where it means "off" (clip_norm, max_time_minutes)."""
+    for key in ("lr", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay"):
+        if not math.isfinite(getattr(cfg, key)):
+            raise SettingsError(f"train.{key}={getattr(cfg, key)} must be a finite number")
+    for key in ("clip_norm", "max_time_minutes"):
+        value = getattr(cfg, key)
+        if value is not None and math.isnan(value):
+            off = "0 = off" if key == "clip_norm" else "null = no limit"
+            raise SettingsError(f"train.{key}=nan is not a number: set a number ({off})")
 
 
 def check_longest_pair_fits(config: TrainJobConfig) -> None:
@@ -88,7 +103,7 @@ def check_model_settings(cfg: ModelConfig) -> None:
         share_relative_across_heads=cfg.share_relative_across_heads,
         share_relative_across_layers=cfg.share_relative_across_layers, rope_base=cfg.rope_base,
         rope_dims=cfg.rope_dims, rope_layout=cfg.rope_layout, t5_num_buckets=cfg.t5_num_buckets,
-        t5_max_distance=cfg.t5_max_distance, positions_in=cfg.positions_in,
+        t5_max_distance=cfg.t5_max_distance, positions_in=cfg.positions_in, new_run=True,
     )  # fmt: skip
     if problem:  # the combinations of position methods that make no sense, named
         raise SettingsError(problem)
@@ -110,6 +125,9 @@ def decode_settings(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
     prepared (a bad one is a SettingsError naming it), with decode.precision resolved."""
     from rpr_nmt.decode import check_decode_config, decoding_precision
 
+    for key in ("length_penalty", "max_len_a"):
+        if not math.isfinite(getattr(cfg, key)):
+            raise SettingsError(f"decode.{key}={getattr(cfg, key)} must be a finite number")
     try:
         check_decode_config(cfg)
         return replace(cfg, precision=decoding_precision(cfg.precision, device))

@@ -13,11 +13,18 @@ that would silently do nothing or build something else than the config says:
     positions_in=encoder or decoder without any method          (nothing to place)
     an option out of its range (max_positions, rope_dims, rope_base, rope_layout, t5_*)
 
+A new run (new_run=True, the trainer's check) is refused a few more settings, which build a model
+but make no sense to train; a checkpoint trained with one before these checks still loads:
+
+    rope_base inf
+
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
 as they always did.
 """
 
 from __future__ import annotations
+
+import math
 
 from rpr_nmt.config import POSITION_STACKS, position_methods
 
@@ -25,7 +32,12 @@ ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
 RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
 ROPE_LAYOUTS = ("interleaved", "halves")
 
-__all__ = ["ABSOLUTE_METHODS", "RELATIVE_METHODS", "ROPE_LAYOUTS", "position_problem"]
+__all__ = [
+    "ABSOLUTE_METHODS",
+    "RELATIVE_METHODS",
+    "ROPE_LAYOUTS",
+    "position_problem",
+]
 
 
 def position_problem(
@@ -44,11 +56,13 @@ def position_problem(
     t5_num_buckets: int,
     t5_max_distance: int,
     positions_in: str,
+    new_run: bool = False,
 ) -> str | None:
     """What is wrong with a position setting, in one line naming the model.* keys; None if fine.
 
     Args: the ModelConfig fields of the same names, and d_head, the width of one head (d_model /
-    n_heads), which bounds rope_dims.
+    n_heads), which bounds rope_dims; new_run, whether a new run is being configured (the
+    trainer's check): then the settings of the module docstring's second list are refused too.
     """
     absolute, relative, k = absolute_positions, relative_positions, max_relative_position
     if absolute not in ABSOLUTE_METHODS:
@@ -70,26 +84,13 @@ def position_problem(
     if absolute == "learned" and max_positions < 1:
         return f"model.max_positions={max_positions} must be at least 1 with learned positions"
     if relative == "rope":
-        dims = d_head if rope_dims is None else rope_dims
-        if not (0 < dims <= d_head and dims % 2 == 0):
-            return f"model.rope_dims={rope_dims}: use an even number in 2..{d_head} (d_head)"
-        if rope_base <= 1:
-            return f"model.rope_base={rope_base} must be above 1 (10000 in Su et al.)"
-        if rope_layout not in ROPE_LAYOUTS:
-            return f"model.rope_layout={rope_layout!r}: use one of {', '.join(ROPE_LAYOUTS)}"
+        problem = _rope_problem(d_head, rope_dims, rope_base, rope_layout)
+        if problem:
+            return problem
     if relative == "t5":
-        if t5_num_buckets < 4:
-            return f"model.t5_num_buckets={t5_num_buckets} must be at least 4 (32 in T5)"
-        if t5_max_distance <= t5_num_buckets // 2:
-            return (
-                f"model.t5_max_distance={t5_max_distance} must exceed half of "
-                f"model.t5_num_buckets={t5_num_buckets} (the exact buckets); 128 in T5"
-            )
-        if share_relative_across_heads:
-            return (
-                "model.share_relative_across_heads=true with model.relative_positions=t5: T5 "
-                "learns one scalar per head and bucket; set it to false"
-            )
+        problem = _t5_problem(t5_num_buckets, t5_max_distance, share_relative_across_heads)
+        if problem:
+            return problem
     if positions_in not in POSITION_STACKS:
         return f"model.positions_in={positions_in!r}: use one of {', '.join(POSITION_STACKS)}"
     switches = dict(absolute_positions=absolute, sinusoidal=sinusoidal, relative_positions=relative)
@@ -104,4 +105,56 @@ def position_problem(
             f"model.share_relative_across_layers=true with model.relative_positions={relative}, "
             "which learns nothing to share: set it to false"
         )
+    if new_run:
+        return _new_run_problem(
+            absolute=absolute, relative=relative, max_positions=max_positions,
+            share_relative_across_heads=share_relative_across_heads, rope_base=rope_base,
+            t5_max_distance=t5_max_distance,
+        )  # fmt: skip
+    return None
+
+
+def _rope_problem(
+    d_head: int, rope_dims: int | None, rope_base: float, rope_layout: str
+) -> str | None:
+    """RoPE's options out of range, in one line; None if fine."""
+    dims = d_head if rope_dims is None else rope_dims
+    if not (0 < dims <= d_head and dims % 2 == 0):
+        return f"model.rope_dims={rope_dims}: use an even number in 2..{d_head} (d_head)"
+    if math.isnan(rope_base) or rope_base <= 1:  # NaN passes any comparison
+        return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
+    if rope_layout not in ROPE_LAYOUTS:
+        return f"model.rope_layout={rope_layout!r}: use one of {', '.join(ROPE_LAYOUTS)}"
+    return None
+
+
+def _t5_problem(num_buckets: int, max_distance: int, share_across_heads: bool) -> str | None:
+    """T5's options out of range, in one line; None if fine."""
+    if num_buckets < 4:
+        return f"model.t5_num_buckets={num_buckets} must be at least 4 (32 in T5)"
+    if max_distance <= num_buckets // 2:
+        return (
+            f"model.t5_max_distance={max_distance} must exceed half of "
+            f"model.t5_num_buckets={num_buckets} (the exact buckets); 128 in T5"
+        )
+    if share_across_heads:
+        return (
+            "model.share_relative_across_heads=true with model.relative_positions=t5: T5 "
+            "learns one scalar per head and bucket; set it to false"
+        )
+    return None
+
+
+def _new_run_problem(
+    *,
+    absolute: str,
+    relative: str,
+    max_positions: int,
+    share_relative_across_heads: bool,
+    rope_base: float,
+    t5_max_distance: int,
+) -> str | None:
+    """The settings a new run is refused though a model builds with them; None if fine."""
+    if relative == "rope" and not math.isfinite(rope_base):
+        return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
     return None

@@ -78,3 +78,27 @@ def test_the_methods_a_config_puts_to_work(fields, methods):
     old = {k: v for k, v in fields.items() if k in ("sinusoidal", "max_relative_position")}
     if not set(fields) - set(old):
         assert position_methods(old) == methods
+
+
+def _refused_for_a_new_run_only(fields: dict, message: str) -> None:
+    """The trainer's check refuses `fields` in one line containing `message`; a checkpoint trained
+    with them before the check still builds its model."""
+    cfg = ModelConfig(**{**TINY, **fields})
+    with pytest.raises(SettingsError) as error:
+        check_model_settings(cfg)
+    assert message in str(error.value) and "\n" not in str(error.value)
+    build_model(cfg, vocab_size=10, pad_id=0)
+
+
+def test_a_rope_base_that_is_not_finite_is_refused():
+    rope = dict(relative_positions="rope", max_relative_position=0)
+    # NaN passed `rope_base <= 1`; no model computes anything but NaN with it, so none builds.
+    nan = ModelConfig(**{**TINY, **rope, "rope_base": float("nan")})
+    with pytest.raises(SettingsError, match=r"^model\.rope_base=nan must be a finite number"):
+        check_model_settings(nan)
+    with pytest.raises(ValueError, match=r"^model\.rope_base=nan must be a finite number"):
+        build_model(nan, vocab_size=10, pad_id=0)
+    # inf builds a model (theta_i = 0 but for the first pair), which no new run should train.
+    _refused_for_a_new_run_only(
+        {**rope, "rope_base": float("inf")}, "model.rope_base=inf must be a finite number above 1"
+    )
