@@ -16,6 +16,7 @@ that would silently do nothing or build something else than the config says:
 A new run (new_run=True, the trainer's check) is refused a few more settings, which build a model
 but make no sense to train; a checkpoint trained with one before these checks still loads:
 
+    share_relative_across_heads=true with rope or alibi         (no per-head tables to share)
     rope_base inf
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
@@ -155,6 +156,11 @@ def _new_run_problem(
     t5_max_distance: int,
 ) -> str | None:
     """The settings a new run is refused though a model builds with them; None if fine."""
+    if share_relative_across_heads and relative in ("rope", "alibi"):
+        return (
+            f"model.share_relative_across_heads=true with model.relative_positions={relative}, "
+            "which has no per-head tables to share: set it to false"
+        )
     if relative == "rope" and not math.isfinite(rope_base):
         return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
     return None
