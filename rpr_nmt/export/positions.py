@@ -43,6 +43,7 @@ from torch import Tensor
 
 from rpr_nmt.model import Transformer
 from rpr_nmt.model.embeddings import sinusoidal_encoding
+from rpr_nmt.model.positions.setting import INT32_MAX
 from rpr_nmt.model.transformer import Decoder, Encoder
 
 __all__ = [
@@ -111,6 +112,13 @@ def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
                 f"maps only {', '.join(exported)} onto {ENGINE}'s spec; translate it with "
                 "rpr-nmt-translate"
             )
+    max_distance = model.arguments.get("t5_max_distance", 0)
+    if relative == "t5" and max_distance > INT32_MAX:
+        return (
+            f"model.t5_max_distance={max_distance} cannot be exported: {ENGINE} stores it as "
+            f"int32 (at most {INT32_MAX}), and another value buckets the distances differently; "
+            "translate it with rpr-nmt-translate, or train with a smaller one (128 in T5)"
+        )
     if relative == "t5" and not _one_t5_table_per_stack(model):
         return (
             "model.share_relative_across_layers=false with model.relative_positions=t5 (one "

@@ -17,7 +17,7 @@ A new run (new_run=True, the trainer's check) is refused a few more settings, wh
 but make no sense to train; a checkpoint trained with one before these checks still loads:
 
     share_relative_across_heads=true with rope or alibi         (no per-head tables to share)
-    rope_base inf
+    rope_base inf, t5_max_distance past int32
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
 as they always did.
@@ -32,9 +32,11 @@ from rpr_nmt.config import POSITION_STACKS, position_methods
 ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
 RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
 ROPE_LAYOUTS = ("interleaved", "halves")
+INT32_MAX = 2**31 - 1  # an exported T5 model stores max_distance as int32 (export/positions.py)
 
 __all__ = [
     "ABSOLUTE_METHODS",
+    "INT32_MAX",
     "RELATIVE_METHODS",
     "ROPE_LAYOUTS",
     "position_problem",
@@ -163,4 +165,10 @@ def _new_run_problem(
         )
     if relative == "rope" and not math.isfinite(rope_base):
         return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
+    if relative == "t5" and t5_max_distance > INT32_MAX:
+        return (
+            f"model.t5_max_distance={t5_max_distance}: use at most {INT32_MAX} (int32, as an "
+            "exported model stores it); distances past the longest sentence change nothing (128 "
+            "in T5)"
+        )
     return None

@@ -117,3 +117,12 @@ def test_sharing_tables_across_heads_is_refused_where_there_are_none(method):
         ModelConfig(**{**TINY, "sinusoidal": True, "max_relative_position": 0,
                        "share_relative_across_heads": True})
     )  # fmt: skip
+
+
+def test_a_t5_max_distance_past_int32_is_refused_with_its_range():
+    t5 = dict(relative_positions="t5", max_relative_position=0)
+    _refused_for_a_new_run_only(
+        {**t5, "t5_max_distance": 10**12},
+        "model.t5_max_distance=1000000000000: use at most 2147483647 (int32",
+    )
+    check_model_settings(ModelConfig(**{**TINY, **t5, "t5_max_distance": 2**31 - 1}))
