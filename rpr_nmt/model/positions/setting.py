@@ -17,7 +17,7 @@ A new run (new_run=True, the trainer's check) is refused a few more settings, wh
 but make no sense to train; a checkpoint trained with one before these checks still loads:
 
     share_relative_across_heads=true with rope or alibi         (no per-head tables to share)
-    rope_base inf, t5_max_distance past int32
+    rope_base inf, max_positions past MAX_POSITIONS, t5_max_distance past int32
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
 as they always did.
@@ -32,11 +32,15 @@ from rpr_nmt.config import POSITION_STACKS, position_methods
 ABSOLUTE_METHODS = ("sinusoid", "learned", "none")
 RELATIVE_METHODS = ("shaw", "rope", "alibi", "t5", "none")
 ROPE_LAYOUTS = ("interleaved", "halves")
+# Rows of a learned table at most: 64 times the default 1024; a larger table is memory no sentence
+# reaches (100M rows of 32 floats are 12.8 GB, and the allocator's traceback said so).
+MAX_POSITIONS = 65536
 INT32_MAX = 2**31 - 1  # an exported T5 model stores max_distance as int32 (export/positions.py)
 
 __all__ = [
     "ABSOLUTE_METHODS",
     "INT32_MAX",
+    "MAX_POSITIONS",
     "RELATIVE_METHODS",
     "ROPE_LAYOUTS",
     "position_problem",
@@ -165,6 +169,11 @@ def _new_run_problem(
         )
     if relative == "rope" and not math.isfinite(rope_base):
         return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
+    if absolute == "learned" and max_positions > MAX_POSITIONS:
+        return (
+            f"model.max_positions={max_positions}: use at most {MAX_POSITIONS} rows, one per "
+            "position of the longest sentence (1024 by default)"
+        )
     if relative == "t5" and t5_max_distance > INT32_MAX:
         return (
             f"model.t5_max_distance={t5_max_distance}: use at most {INT32_MAX} (int32, as an "

@@ -126,3 +126,18 @@ def test_a_t5_max_distance_past_int32_is_refused_with_its_range():
         "model.t5_max_distance=1000000000000: use at most 2147483647 (int32",
     )
     check_model_settings(ModelConfig(**{**TINY, **t5, "t5_max_distance": 2**31 - 1}))
+
+
+def test_an_absurd_learned_table_is_refused_before_any_allocation():
+    fields = dict(absolute_positions="learned", max_relative_position=0, max_positions=100_000_000)
+    cfg = ModelConfig(**{**TINY, **fields})
+    with pytest.raises(SettingsError) as error:  # a model would be 100M x 16 floats: not built
+        check_model_settings(cfg)
+    text = str(error.value)
+    assert (
+        text.startswith("model.max_positions=100000000: use at most 65536 rows")
+        and "\n" not in text
+    )
+    check_model_settings(ModelConfig(**{**TINY, **fields, "max_positions": 65536}))
+    # Without a learned table the key is not read: nothing to refuse.
+    check_model_settings(ModelConfig(**{**TINY, "max_positions": 100_000_000}))
