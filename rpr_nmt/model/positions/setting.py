@@ -125,6 +125,14 @@ def _rope_problem(
     d_head: int, rope_dims: int | None, rope_base: float, rope_layout: str
 ) -> str | None:
     """RoPE's options out of range, in one line; None if fine."""
+    if rope_dims is None and d_head % 2:  # the user set no rope_dims: name what they did set
+        even = (
+            f", or set model.rope_dims to an even number in 2..{d_head - 1}" if d_head > 2 else ""
+        )
+        return (
+            f"d_head = model.d_model / model.n_heads = {d_head} is odd, and RoPE rotates pairs of "
+            f"features: choose model.d_model and model.n_heads with an even quotient{even}"
+        )
     dims = d_head if rope_dims is None else rope_dims
     if not (0 < dims <= d_head and dims % 2 == 0):
         return f"model.rope_dims={rope_dims}: use an even number in 2..{d_head} (d_head)"

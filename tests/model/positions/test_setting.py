@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rpr_nmt.config import ModelConfig, position_methods
@@ -141,3 +143,22 @@ def test_an_absurd_learned_table_is_refused_before_any_allocation():
     check_model_settings(ModelConfig(**{**TINY, **fields, "max_positions": 65536}))
     # Without a learned table the key is not read: nothing to refuse.
     check_model_settings(ModelConfig(**{**TINY, "max_positions": 100_000_000}))
+
+
+def test_an_odd_d_head_is_named_when_rope_dims_was_left_unset():
+    cfg = ModelConfig(
+        d_model=30, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
+        relative_positions="rope", max_relative_position=0,
+    )  # fmt: skip
+    with pytest.raises(SettingsError) as settings_error:
+        check_model_settings(cfg)
+    with pytest.raises(ValueError) as value_error:
+        build_model(cfg, vocab_size=10, pad_id=0)
+    for error in (settings_error, value_error):
+        text = str(error.value)
+        assert text == (
+            "d_head = model.d_model / model.n_heads = 15 is odd, and RoPE rotates pairs of "
+            "features: choose model.d_model and model.n_heads with an even quotient, or set "
+            "model.rope_dims to an even number in 2..14"
+        )
+    check_model_settings(replace(cfg, rope_dims=14))  # the second way out works
