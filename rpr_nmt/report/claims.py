@@ -20,7 +20,9 @@ it; a claim of no difference ("k >= 2 is flat") holds when no seed pair finds on
 told when the seeds disagree; a one-sided claim ("a^K alone is enough": no loss) holds when no seed
 pair finds the difference it excludes. A claim whose baseline or judged settings a sweep lacks is
 not judged for that sweep. A verdict on one seed rests on one training run: the evidence names the
-seeds.
+seeds. Two models that translate nothing are "the same" by every test: a claim is judged only when
+its baseline reaches QUALITY_FLOOR test BLEU and no run it compares stopped short of its budget;
+else it cannot be told at this budget.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from rpr_nmt.config import position_methods, position_stacks
 from rpr_nmt.report.labels import relative_k
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "cannot tell at this budget"
+# Test BLEU a claim's baseline must reach for its comparisons to say anything about positions (the
+# published Multi30k baselines reach 37-58; a model stopped after a few dozen updates about 0).
+QUALITY_FLOOR = 10.0
 
 Model = dict[str, Any]
 Predicate = Callable[[Model], bool]  # which settings (model sections) a claim names

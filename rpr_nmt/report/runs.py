@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
+from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of
+
 SEED_KEY = "train.seed"
 
 
@@ -46,6 +48,11 @@ class Run:
             if seed is None and key.lstrip("+") == SEED_KEY:
                 seed = value
         return None if seed is None else int(seed)
+
+    @property
+    def arithmetic(self) -> tuple[int, ...]:
+        """The arithmetic of the code that trained it (rpr_nmt.train.provenance)."""
+        return arithmetic_of(self.summary)
 
     @property
     def unfinished(self) -> bool:
@@ -138,9 +145,37 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
         overrides = yaml.safe_load(overrides_path.read_text()) or []
         # Hydra stores the config unresolved (e.g. data.root=${oc.env:RPR_NMT_DATA,data}/...).
         config = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
-        summary = json.loads(summary_path.read_text())
+        try:
+            summary = json.loads(summary_path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{summary_path}: not JSON ({e}); rerun the run's training command to rewrite it, "
+                "or move the run out of the sweep"
+            ) from None
         runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
     return runs
+
+
+def check_same_arithmetic(runs: Sequence[Run]) -> None:
+    """Refuse runs trained by code that trains differently (rpr_nmt.train.provenance.ARITHMETIC):
+    their differences would be the code's as much as the settings'.
+
+    Raises:
+        ValueError: the runs' arithmetic differs; the message names a run of each kind.
+    """
+    kinds: dict[tuple[int, ...], Run] = {}
+    for run in runs:
+        kinds.setdefault(run.arithmetic, run)
+    if len(kinds) > 1 or any(len(kind) > 1 for kind in kinds):
+        named = "; ".join(
+            f"{run.path} trained with arithmetic {'+'.join(map(str, kind))}"
+            for kind, run in sorted(kinds.items())
+        )
+        raise ValueError(
+            f"these runs were trained by code that trains differently, so their scores do not "
+            f"compare: {named} (train_summary.json's sessions; this code is arithmetic "
+            f"{ARITHMETIC}). Retrain the older settings with one code, or report them apart"
+        )
 
 
 def find_unfinished(sweep_dir: str | Path) -> list[Path]:

@@ -27,6 +27,7 @@ from rpr_nmt.report.runs import (
     SEED_KEY,
     CorpusText,
     Run,
+    check_same_arithmetic,
     find_runs,
     find_unfinished,
     read_hypotheses,
@@ -85,6 +86,12 @@ class Row:
         """Mean, standard deviation and 95% t-interval of `key` over the seeds."""
         return seed_stats(self.values(key))
 
+    def seeds(self, key: str = "test_bleu") -> str:
+        """How many seeds the row's `key` figures rest on: "3", or "1 of 2" when some runs lack it
+        (stopped before their evaluation)."""
+        scored, n = len(self.values(key)), len(self.runs)
+        return str(n) if scored == n else f"{scored} of {n}"
+
 
 def group_runs(runs: Sequence[Run]) -> list[Row]:
     """Runs grouped by setting, rows ordered by k, then the a^K / a^V / sinusoid toggles.
@@ -93,7 +100,11 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     so a run reused from another sweep joins the row it trained; when all runs share one
     setting, it is named by its overrides (without the seed). Each row's label names its position
     methods (rpr_nmt.report.labels.setting_labels).
+
+    Raises:
+        ValueError: the runs were trained by code that trains differently (check_same_arithmetic).
     """
+    check_same_arithmetic(runs)
     keys = setting_keys(runs)
     rows: dict[str, Row] = {}
     for run in runs:
@@ -176,7 +187,7 @@ def markdown_table(rows: Sequence[Row], speed: Speed | None = None) -> str:
     head += speed.headings() if speed else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [row.label, str(len(row.runs))]
+        cells = [row.label, row.seeds()]
         cells += [_cell(row.values(key), decimals) for key, _, decimals in columns]
         cells += speed.cells(row.label) if speed else []
         lines.append("| " + " | ".join(cells) + " |")
@@ -263,7 +274,7 @@ def statistics_table(
     for row in rows:
         is_base = row is baseline
         name = row.label + (" (baseline)" if is_base else "")
-        cells = [name, str(len(row.runs))]
+        cells = [name, row.seeds()]
         comparison = compared.get(row.setting, Comparison())
         for metric in METRICS:
             cells.append(format_stats(row.stats(SUMMARY_KEYS[metric])))

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rpr_nmt.report.claims import Claim
+from rpr_nmt.report.claims import QUALITY_FLOOR, UNSURE, Claim
 from rpr_nmt.report.significance import ALPHA, Comparison
 from rpr_nmt.report.stats import format_stats
 
@@ -104,8 +104,8 @@ def comparisons_needed(claims: Sequence[Claim], rows: Sequence[Row]) -> dict[str
 
 def evidence(row: Row, comparison: Comparison | None) -> str:
     """'none: 30.1 ± 0.4 [29.1, 31.1] (3 seeds; 3 paired), Δ -8.2, p 0.001 (max 0.001) *'."""
-    n = len(row.runs)
-    seeds = f"{n} seed" if n == 1 else f"{n} seeds"
+    n = row.seeds()
+    seeds = f"{n} seed" if n == "1" else f"{n} seeds"
     text = f"{row.label}: {format_stats(row.stats(SUMMARY_KEY))} ({seeds}"
     if comparison is None or not comparison.p_values.get(METRIC):
         note = comparison.note if comparison is not None else ""
@@ -146,6 +146,9 @@ def judge_claim(
     base, judged = baseline_row(claim, rows), judged_rows(claim, rows)
     if base is None or not judged:
         return None
+    short = _too_weak(base, judged)
+    if short:
+        return Verdict(claim.text, UNSURE, short)
     outcomes = [outcome(compared.get(row.setting)) for row in judged]
     deltas = [
         statistics.fmean(compared[row.setting].deltas[METRIC])
@@ -160,6 +163,22 @@ def judge_claim(
         parts = [evidence(row, compared.get(row.setting)) for row in judged]
         lead = f"against {base.label} ({format_stats(base.stats(SUMMARY_KEY))})"
     return Verdict(claim.text, claim.rule(outcomes, deltas), f"{lead}: " + "; ".join(parts))
+
+
+def _too_weak(base: Row, judged: Sequence[Row]) -> str:
+    """Why the comparison cannot judge a claim (the baseline under QUALITY_FLOOR, or a run stopped
+    before its budget); "" when it can."""
+    score = base.stats(SUMMARY_KEY)
+    if score is None or score.mean < QUALITY_FLOOR:
+        bleu = "no test BLEU" if score is None else f"test BLEU {score.mean:.1f}"
+        return (
+            f"the baseline, {base.label}, has {bleu}, below the floor of {QUALITY_FLOOR:g} under "
+            "which two models compare as equals because neither translates: train longer"
+        )
+    stopped = [str(run.path.name) for row in (base, *judged) for run in row.runs if run.unfinished]
+    if stopped:
+        return f"run(s) stopped before their budget: {', '.join(stopped)}; rerun them to finish"
+    return ""
 
 
 def judge_claims(
@@ -194,7 +213,8 @@ def claims_section(verdicts: Sequence[Verdict], test: str) -> str:
         f"evidence: against ...) by {test} on test {METRIC}, or on the part of the test set the "
         f"evidence names, seed pair by seed pair: worse or better = every pair significant at "
         f"{ALPHA} in one direction, the same = no pair significant, partly worse or better = some "
-        "pairs significant in one direction and none in the other. 'The paper' is Shaw et al. "
+        "pairs significant in one direction and none in the other. A claim is judged only when "
+        f"its baseline reaches {QUALITY_FLOOR:g} test {METRIC}. 'The paper' is Shaw et al. "
         "2018; the rules are in rpr_nmt/report/claims.py.\n\n"
     )
     return "\n## The claims\n\n" + lead + "\n".join(v.line() for v in verdicts) + "\n"

@@ -372,3 +372,25 @@ def test_each_relative_method_carries_over_against_the_sinusoid_and_the_learned_
     without = [r for r in rows if r.setting != "learned"]
     judged = [v.claim for v in judge_claims(PAST_CAP_CLAIMS, without, compared, scope)]
     assert len(judged) == 6 and not any("learned table" in claim for claim in judged)
+
+
+def test_no_verdict_on_models_that_do_not_translate():
+    """Probe S3: two degenerate models (30 updates, 'Ein Ein Ein ...') are 'the same' by every
+    test; the claim cannot be told until the baseline reaches the quality floor."""
+    reference = row("k16", [0.1, 0.1])
+    rows = [row("k2", [0.1, 0.1], max_relative_position=2), reference]
+    compared = {"k2": paired([0.9, 0.8], [0.0, 0.0])}
+    (flat,) = judge(rows, reference, compared)
+    assert flat.verdict == UNSURE
+    assert "test BLEU 0.1, below the floor of 10" in flat.evidence
+    for run in reference.runs + rows[0].runs:
+        run.summary["test_bleu"] = 30.0
+    assert judge(rows, reference, compared)[0].verdict == HOLDS
+
+
+def test_no_verdict_while_a_compared_run_is_unfinished():
+    reference = row("k16", [30.0, 30.0])
+    rows = [row("k2", [30.0, 30.0], max_relative_position=2), reference]
+    rows[0].runs[1].summary["stopped_by"] = "signal"
+    (flat,) = judge(rows, reference, {"k2": paired([0.9, 0.8], [0.0, 0.0])})
+    assert flat.verdict == UNSURE and "stopped before their budget" in flat.evidence

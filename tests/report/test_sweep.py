@@ -164,3 +164,42 @@ def test_unfinished_runs_are_marked(tmp_path):
     )
     assert "**Unfinished:** 1 run(s) stopped before their budget" in report
     assert report.count("model.max_relative_position=16,train.seed=2") == 1
+
+
+def test_runs_of_code_that_trains_differently_are_refused_in_one_line(tmp_path, capsys):
+    """A report over runs whose code rounds differently would read the code's difference as the
+    settings': refused, nothing written (train_summary.json's sessions record the arithmetic)."""
+    make_run(tmp_path, 0, 1, 10.0)
+    make_run(tmp_path, 16, 1, 27.0)
+    newer = tmp_path / "model.max_relative_position=16,train.seed=1" / "train_summary.json"
+    summary = json.loads(newer.read_text())
+    summary["sessions"] = [{"start_step": 0, "precision": "bf16", "arithmetic": 2}]
+    newer.write_text(json.dumps(summary))
+    assert main(["--significance", "none", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "trained by code that trains differently" in err and "arithmetic 2" in err
+    assert not (tmp_path / "report.md").exists()
+    summary["sessions"][0]["arithmetic"] = 1  # the same code as the runs from before the record
+    newer.write_text(json.dumps(summary))
+    assert main(["--significance", "none", str(tmp_path)]) == 0
+
+
+def test_a_seed_without_a_test_score_is_not_counted_as_one(tmp_path):
+    make_run(tmp_path, 16, 1, 27.0)
+    make_run(tmp_path, 16, 2, 27.0)
+    stopped = tmp_path / "model.max_relative_position=16,train.seed=2" / "train_summary.json"
+    stopped.write_text(json.dumps({"steps": 3, "stopped_by": "signal"}))
+    (row,) = group_runs(find_runs(tmp_path))
+    assert row.seeds() == "1 of 2"
+    assert markdown_table([row]).splitlines()[2].startswith("| Shaw k = 16 | 1 of 2 | ")
+
+
+def test_a_corrupt_summary_is_named(tmp_path, capsys):
+    make_run(tmp_path, 16, 1, 27.0)
+    (tmp_path / "model.max_relative_position=16,train.seed=1" / "train_summary.json").write_text(
+        '{\n"test_bleu": 27.0,,'
+    )
+    assert main(["--significance", "none", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "model.max_relative_position=16,train.seed=1/train_summary.json: not JSON" in err
