@@ -4,9 +4,10 @@
     rpr-nmt-average a.pt b.pt c.pt -o averaged.pt
 
 A run directory (or its checkpoints/ folder) contributes its newest step_XXXXXXX.pt files; files
-given directly are averaged as they are. An existing -o file (a run's own last.pt, say) is
-replaced only with --force. The result keeps the newest checkpoint's config and BPE
-model, so that rpr-nmt-evaluate and rpr-nmt-translate load it like any other checkpoint.
+given directly are averaged as they are; all must translate one language pair. The result keeps
+the newest checkpoint's config and BPE model, so that rpr-nmt-evaluate and rpr-nmt-translate
+load it like any other checkpoint. An existing -o file (a run's own last.pt, say) is replaced
+only with --force.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rpr_nmt.checkpoint import (
     checkpoint_paths,
     save_checkpoint,
 )
+from rpr_nmt.checkpoint.inference import check_one_direction
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -64,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_output(Path(args.output), force=args.force)
         paths = checkpoint_paths(args.inputs, args.last)
+        check_one_direction(paths, "average")
         averaged = average_checkpoints(paths)
         out = save_checkpoint(averaged, args.output)
     except CheckpointError as e:

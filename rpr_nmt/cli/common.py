@@ -71,17 +71,18 @@ class LoadedModel:
 def load_model(job: ModelChoiceConfig, device: Any) -> LoadedModel:
     """The model of `checkpoint=` (several files averaged), or the Ensemble of `ensemble=`
     (each member a file or a run folder, averaged as checkpoint= is), on `device`."""
-    from rpr_nmt.checkpoint import load_ensemble_members, load_for_inference
+    from rpr_nmt.checkpoint.inference import load_ensemble_members, load_inference_model
     from rpr_nmt.decode.ensemble import Ensemble
 
     ema = use_ema(job.weights)
     if not job.ensemble:
         paths = [str(p) for p in checkpoints_of(job.checkpoint)]
-        model, tokenizer, config = load_for_inference(paths, device, use_ema=ema)
-        return LoadedModel(model, tokenizer, config, paths, None)
+        one = load_inference_model(paths, device, use_ema=ema)
+        return LoadedModel(one.model, one.tokenizer, one.config, paths, None)
     members = [[str(p) for p in checkpoints_of(member)] for member in job.ensemble]
-    models, tokenizer, configs = load_ensemble_members(members, device, use_ema=ema)
-    return LoadedModel(Ensemble(models), tokenizer, configs[0], None, members)
+    loaded = load_ensemble_members(members, device, use_ema=ema)
+    models = [member.model for member in loaded]
+    return LoadedModel(Ensemble(models), loaded[0].tokenizer, loaded[0].config, None, members)
 
 
 def use_ema(weights: str) -> bool:

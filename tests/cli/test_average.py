@@ -29,3 +29,17 @@ def test_an_existing_output_is_replaced_only_with_force(tiny_run, tmp_path, caps
 def test_a_folder_as_output_is_refused(tiny_run, tmp_path, capsys, force):  # noqa: F811
     assert main([str(tiny_run["a"]), "-o", str(tmp_path), *force]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_checkpoints_of_opposite_directions_are_not_averaged(tiny_run, tmp_path, capsys):  # noqa: F811
+    # Probe S2: an en->de and a de->en model that share a joint BPE model were averaged.
+    from tests.checkpoint.test_inference import reversed_copy
+
+    deen = reversed_copy(tiny_run["b"], tmp_path / "deen.pt")
+    out = tmp_path / "avg.pt"
+    assert main([str(tiny_run["a"]), str(deen), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: error: cannot average {tiny_run['a']} (en-de) with {deen} (de-en): "
+        "they translate different language pairs; average only models of one direction\n"
+    )
+    assert not out.exists()

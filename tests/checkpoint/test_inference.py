@@ -1,0 +1,43 @@
+"""Loading checkpoints for inference: the checks on what is averaged or ensembled together, and
+which weights (EMA or raw) a loaded model holds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rpr_nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from rpr_nmt.checkpoint.inference import (
+    check_one_direction,
+    load_ensemble_members,
+    load_inference_model,
+)
+from tests.evaluate.test_cli import tiny_run  # noqa: F401  (a fixture)
+
+
+def reversed_copy(path: Path, out: Path) -> Path:
+    """The checkpoint at `path` relabelled de->en: the same joint BPE model, the other direction."""
+    state = load_checkpoint(path)
+    data = replace(state.config.data, src_lang="de", tgt_lang="en")
+    return save_checkpoint(replace(state, config=replace(state.config, data=data)), out)
+
+
+def test_models_of_opposite_directions_are_neither_ensembled_nor_averaged(tiny_run, tmp_path):  # noqa: F811
+    # Probe S2: en->de and de->en models share a joint BPE model, the only thing checked before.
+    a, b = tiny_run["a"], tiny_run["b"]
+    deen = reversed_copy(b, tmp_path / "deen.pt")
+    with pytest.raises(CheckpointError) as error:
+        load_ensemble_members([[a], [deen]])
+    assert str(error.value) == (
+        f"ensemble members {a} (en-de) and {deen} (de-en) translate different language pairs: "
+        "ensemble only models of one direction"
+    )
+    for paths in ([a, deen], [deen, a]):
+        with pytest.raises(CheckpointError, match="translate different language pairs"):
+            load_inference_model(paths)
+        with pytest.raises(CheckpointError, match=r"\((en-de|de-en)\) with .* \((de-en|en-de)\)"):
+            check_one_direction(paths, "average")
+    check_one_direction([a, b], "average")  # one direction: accepted
+    assert len(load_ensemble_members([[a], [b]])) == 2

@@ -1,0 +1,28 @@
+"""What rpr-nmt-evaluate, -translate and -score accept as their model: the checks on ensemble
+members, and how checkpoint= and ensemble= are written. Subprocesses on the tiny checkpoints of
+test_cli.py."""
+
+from __future__ import annotations
+
+from tests.checkpoint.test_inference import reversed_copy
+from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+
+
+def one_line_error(out, prog: str) -> str:
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"{prog}: error: ")
+    return out.stderr
+
+
+def test_an_ensemble_of_opposite_directions_is_refused(tiny_run, tmp_path):  # noqa: F811
+    # Probe S2: en->de + de->en members sharing a joint BPE model decoded together, rc 0.
+    a, deen = tiny_run["a"], reversed_copy(tiny_run["b"], tmp_path / "deen.pt")
+    for command in ("evaluate", "translate"):
+        out = cli(command, f"ensemble=[{a},{deen}]", "hydra.run.dir=run", cwd=tmp_path,
+                  stdin="a man.\n")  # fmt: skip
+        err = one_line_error(out, f"rpr-nmt-{command}")
+        assert f"members {a} (en-de) and {deen} (de-en) translate different language" in err
+    out = cli("evaluate", f"checkpoint=[{a},{deen}]", "hydra.run.dir=run", cwd=tmp_path)
+    assert "translate different language pairs" in one_line_error(out, "rpr-nmt-evaluate")
+    assert not (tmp_path / "run" / "eval_test.json").exists()
