@@ -29,7 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rpr_nmt.decode.constraints import NEG_INF, max_output_lengths, next_token_logprobs
+from rpr_nmt.decode.constraints import (
+    NEG_INF,
+    check_sources_fit,
+    max_output_lengths,
+    next_token_logprobs,
+    position_limits,
+)
 
 
 @dataclass
@@ -177,6 +183,10 @@ class _Beams:
 
     sentence: Tensor  # (A,) index into the input batch
     max_len: Tensor  # (A,) output length limits
+    # (A,) the limits before a learned decoder table's cap: the bound reads them, so that early
+    # stopping, and with it the sentences of each step's batch, is what it was before the cap
+    # (a looser bound, still exact; a sentence at its cap is done by max_len)
+    bound_len: Tensor
     logp: Tensor  # (A, n_in) alive log-probabilities
     tokens: Tensor  # (A, n_in, t) alive tokens
     fin_score: Tensor  # (A, K) kept finished scores, best first, -inf = empty
@@ -184,7 +194,8 @@ class _Beams:
     fin_tokens: Tensor  # (A, K, L) padded
 
     def keep(self, idx: Tensor) -> None:
-        for name in ("sentence", "max_len", "logp", "tokens", "fin_score", "fin_len", "fin_tokens"):
+        names = ("sentence", "max_len", "bound_len", "logp", "tokens", "fin_score", "fin_len")
+        for name in (*names, "fin_tokens"):
             setattr(self, name, getattr(self, name).index_select(0, idx))
 
     def add_finished(self, sel: StepSelection, t: int, alpha: float, pad_id: int) -> None:
@@ -243,13 +254,17 @@ def beam_search(
         beam_size: N, hypotheses kept alive per sentence.
         length_penalty: alpha of lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting EOS; 0 = raw
             log-probability.
-        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded).
-        min_len: EOS is not allowed before this many output tokens.
+        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded),
+            and with a learned decoder table of N rows at most N - 1 (constraints.py).
+        min_len: EOS is not allowed before this many output tokens (but at that cap).
         nbest: K, hypotheses returned per sentence (<= beam_size).
         bos_id, eos_id, pad_id: special ids; BOS and PAD are never generated.
 
     Returns:
         Per sentence, its K best finished hypotheses, best first.
+
+    Raises:
+        PositionLimitError: a source longer than a learned encoder table (index: its row).
 
     Shapes:
         src (B, S)
@@ -259,13 +274,19 @@ def beam_search(
         return []
     B, device = src.size(0), src.device
     N, K, alpha = beam_size, nbest, float(length_penalty)
-    max_len = max_output_lengths(
-        src, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id
-    )  # (B,)
+    encoder_rows, decoder_rows = position_limits(model)
+    if encoder_rows is not None:
+        check_sources_fit(src.ne(pad_id).sum(dim=1).tolist(), encoder_rows)
+    lengths = dict(max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id)
+    bound_len = max_output_lengths(src, **lengths)  # (B,)
+    max_len = bound_len  # (B,)
+    if decoder_rows is not None:
+        max_len = max_output_lengths(src, **lengths, max_positions=decoder_rows)
     L = int(max_len.max())
     beams = _Beams(
         sentence=torch.arange(B, device=device),
         max_len=max_len,
+        bound_len=bound_len,
         logp=torch.zeros(B, 1, device=device),  # one alive hypothesis (BOS) until the first step
         tokens=torch.zeros(B, 1, 0, dtype=torch.long, device=device),
         fin_score=torch.full((B, K), NEG_INF, device=device),  # (A, K) best first
@@ -283,7 +304,7 @@ def beam_search(
         sel = select_step(beams.logp, lprobs, beam_size=N, eos_id=eos_id)  # (A, N) fields
         if bool(torch.isfinite(sel.eos_logp).any()):
             beams.add_finished(sel, t, alpha, pad_id)
-        bound = _upper_bound(sel.alive_logp, t, beams.max_len, alpha)  # (A,)
+        bound = _upper_bound(sel.alive_logp, t, beams.bound_len, alpha)  # (A,)
         done = (bound <= beams.fin_score[:, -1]) | (beams.max_len <= t)  # (A,)
         A, n_in = beams.logp.shape
         rows = torch.arange(A, device=device).unsqueeze(1) * n_in + sel.alive_beam  # (A, N)

@@ -15,7 +15,12 @@ from torch import Tensor
 
 from rpr_nmt.decode import beam
 from rpr_nmt.decode.beam import Hypothesis, StepDecoder
-from rpr_nmt.decode.constraints import max_output_lengths, next_token_logprobs
+from rpr_nmt.decode.constraints import (
+    check_sources_fit,
+    max_output_lengths,
+    next_token_logprobs,
+    position_limits,
+)
 
 
 @torch.inference_mode()
@@ -37,12 +42,16 @@ def greedy_search(
         model: encoder-decoder with `encode` and cached `decode_step`.
         src: source token ids (each sentence ends with EOS), padded with pad_id.
         length_penalty: alpha used only to normalise the returned score (as beam search does).
-        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded).
-        min_len: EOS is not allowed before this many output tokens.
+        max_len_a, max_len_b: at most floor(a * source length + b) output tokens (EOS excluded),
+            and with a learned decoder table of N rows at most N - 1 (constraints.py).
+        min_len: EOS is not allowed before this many output tokens (but at that cap).
         bos_id, eos_id, pad_id: special ids; BOS and PAD are never generated.
 
     Returns:
         Per sentence, a one-element list with its hypothesis.
+
+    Raises:
+        PositionLimitError: a source longer than a learned encoder table (index: its row).
 
     Shapes:
         src (B, S)
@@ -50,9 +59,13 @@ def greedy_search(
     B, device = src.size(0), src.device
     if B == 0:
         return []
+    encoder_rows, decoder_rows = position_limits(model)
+    if encoder_rows is not None:
+        check_sources_fit(src.ne(pad_id).sum(dim=1).tolist(), encoder_rows)
     max_len = max_output_lengths(
-        src, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id
-    )  # (B,)
+        src, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, pad_id=pad_id,
+        max_positions=decoder_rows,
+    )  # fmt: skip
     L = int(max_len.max())
     sentence = torch.arange(B, device=device)  # (A,) active sentences
     tokens = torch.full((B, L), pad_id, dtype=torch.long, device=device)  # (B, L) outputs

@@ -68,6 +68,12 @@ class TokenEmbedding(nn.Module):
         self.learned = learned  # a submodule only when given: other models' state is unchanged
         self.dropout = Dropout(dropout)
 
+    @property
+    def max_positions(self) -> int | None:
+        """Rows of the learned position table (the positions this embedding can read); None
+        without one: the sinusoid and no absolute method read any position."""
+        return None if self.learned is None else self.learned.max_positions
+
     def forward(self, tokens: Tensor, first_position: int = 0) -> Tensor:
         """Embed tokens at absolute positions first_position onwards.
 

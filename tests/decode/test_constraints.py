@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from rpr_nmt.decode import max_output_lengths, next_token_logprobs
@@ -47,3 +48,30 @@ def test_next_token_logprobs_of_greedy_rows_and_of_the_newest_position():
     assert got.shape == (3, 1, 5)
     want = torch.log_softmax(logits[:, -1], dim=-1)
     assert torch.equal(got[:, 0, 4], want[:, 4]) and math.isinf(got[0, 0, PAD])
+
+
+def test_a_learned_decoder_table_caps_the_limit_below_min_len_too():
+    src = torch.tensor([[5, 6, EOS], [5, EOS, PAD]])
+    got = max_output_lengths(src, max_len_a=1.5, max_len_b=1, min_len=9, pad_id=PAD)
+    assert got.tolist() == [9, 9]
+    got = max_output_lengths(
+        src, max_len_a=1.5, max_len_b=1, min_len=9, pad_id=PAD, max_positions=5
+    )
+    assert got.tolist() == [4, 4]  # BOS + 4 tokens fill the 5 rows; EOS is predicted at the 5th
+
+
+@pytest.mark.parametrize("a", [math.nan, math.inf])
+def test_a_max_len_a_that_is_not_finite_is_refused(a):
+    """NaN or inf made every limit min_len (floor(nan).long() is the smallest long), silently."""
+    with pytest.raises(ValueError, match=f"^max_len_a={a} must be a finite number"):
+        max_output_lengths(torch.tensor([[5, EOS]]), max_len_a=a, max_len_b=1, min_len=1, pad_id=0)
+
+
+def test_at_the_limit_eos_is_allowed_even_before_min_len():
+    V = 6
+    logits = torch.arange(2 * V, dtype=torch.float32).view(2, 1, V) / 5  # 2 sentences, beam 1
+    full = torch.log_softmax(logits[:, -1], dim=-1).view(2, 1, V)
+    got = next_token_logprobs(logits, 3, torch.tensor([3, 8]), min_len=9, **RULES)
+    assert torch.equal(got[0, 0, EOS], full[0, 0, EOS])  # capped at 3: ending is all that is left
+    assert (got[0, 0, [t for t in range(V) if t != EOS]] == NEG_INF).all()
+    assert got[1, 0, EOS] == NEG_INF and torch.equal(got[1, 0, 4:], full[1, 0, 4:])
