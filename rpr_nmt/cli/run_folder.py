@@ -6,6 +6,12 @@ train.max_time_minutes do not name the folder) would replace the running trainer
 settings even though the trainer's own lock (rpr_nmt.checkpoint.run_lock) then refuses it. This
 check runs first, for single runs; in a sweep each job's trainer refuses by its lock.
 
+The job writes the record itself (configs/hydra/train.yaml sets hydra.output_subdir to null):
+write_run_record saves .hydra/ as Hydra would and remembers what it replaced, and a refused
+command (a changed model config, a setting refused before training) puts the previous record back
+with restore_run_record, so rpr-nmt-report never labels a run with settings it did not train with.
+This works alike for single runs and every job of a sweep, in any launcher.
+
 RefuseCollapsingSweep: a sweep (-m) that varies a key the run folder is not named after
 (configs/hydra/train.yaml's exclude_keys: train.max_steps, ...) would train every value in one
 folder, each continuing the one before; it is refused before any run starts.
@@ -15,13 +21,15 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint.run_lock import run_folder_in_use
 
@@ -37,6 +45,67 @@ class RefuseBusyRunFolder(Callback):
         if busy:
             print(f"rpr-nmt-train: error: {busy}", file=sys.stderr)
             sys.exit(2)
+
+
+RECORD_DIR = ".hydra"
+
+
+@dataclass
+class RunRecord:
+    """What write_run_record replaced: each file's previous bytes (None: there was none), and
+    checkpoints/last.pt's identity then (None: there was none)."""
+
+    folder: Path
+    previous: dict[str, bytes | None]
+    last_checkpoint: tuple[int, int, int] | None
+
+
+def _last_checkpoint(run_dir: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime in ns, size) of checkpoints/last.pt: a new save changes it."""
+    try:
+        st = (run_dir / "checkpoints" / "last.pt").stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_run_record(task_cfg: DictConfig, run_dir: str | Path) -> RunRecord:
+    """Write RUN_DIR/.hydra/config.yaml, hydra.yaml and overrides.yaml as Hydra would (in the
+    running job); returns what they replaced, for restore_run_record."""
+    run_dir = Path(run_dir)
+    hydra_cfg = HydraConfig.instance().cfg  # {"hydra": ...}, the job's, as Hydra saves it
+    files = {
+        "config.yaml": task_cfg,
+        "hydra.yaml": hydra_cfg,
+        "overrides.yaml": hydra_cfg.hydra.overrides.task,
+    }
+    folder = run_dir / RECORD_DIR
+    previous = {n: (folder / n).read_bytes() if (folder / n).is_file() else None for n in files}
+    record = RunRecord(folder, previous, _last_checkpoint(run_dir))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, node in files.items():
+        _write(folder / name, OmegaConf.to_yaml(node).encode("utf-8"))
+    return record
+
+
+def restore_run_record(record: RunRecord) -> None:
+    """After a refusal: the record as it was before write_run_record, unless the refused session
+    saved a checkpoint (then its settings are what the run holds, and stay)."""
+    if _last_checkpoint(record.folder.parent) != record.last_checkpoint:
+        return
+    for name, data in record.previous.items():
+        if data is None:
+            (record.folder / name).unlink(missing_ok=True)
+        else:
+            _write(record.folder / name, data)
+    if not any(record.folder.iterdir()):
+        record.folder.rmdir()
 
 
 # Keys that place a run instead of naming it: varying them sends the runs to other folders (an

@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.cli.run_folder import restore_run_record, write_run_record
 from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
 
 log = logging.getLogger("rpr_nmt.train")
@@ -37,7 +38,8 @@ def main(cfg: DictConfig) -> None:
     from rpr_nmt.data import DataError
     from rpr_nmt.train import DivergenceError, SettingsError, train
 
-    if int(os.environ.get("RANK", "0")) > 0:  # rank 0 alone writes the log
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if not rank0:  # rank 0 alone writes the log
         logging.getLogger().setLevel(logging.WARNING)
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
@@ -46,9 +48,13 @@ def main(cfg: DictConfig) -> None:
     if stop is not None and stop.exists():
         log.warning("the sweep is stopping: %s does not start (rerun to resume)", run_dir)
         return
+    # .hydra/ (hydra.output_subdir is null): a refused command puts the previous one back.
+    record = write_run_record(cfg, run_dir) if rank0 else None
     try:
         summary = train(to_job_config(cfg), run_dir, stop_file=stop)
     except (DataError, CheckpointError, SettingsError) as e:
+        if record is not None:
+            restore_run_record(record)
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
         sys.exit(2)
     except DivergenceError as e:

@@ -112,3 +112,32 @@ def test_a_setting_used_only_later_fails_before_the_data_is_prepared(corpus, tmp
     assert done.stderr.startswith("rpr-nmt-train: error:") and "Traceback" not in done.stderr
     assert bad.split("=")[0] in done.stderr
     assert not cache.exists()  # nothing prepared
+
+
+def test_a_refused_rerun_leaves_the_runs_record_as_it_was(corpus, cache_dir, tmp_path):
+    # Probe S1: a rerun refused for another model config (or a refused setting) still rewrote
+    # .hydra/, and rpr-nmt-report then labelled the run with the refused settings.
+    run_dir = tmp_path / "sweep" / "one"
+    args = tiny_overrides(corpus, cache_dir, run_dir, "train.evaluate_at_end=false")
+    done = run_train([*args, "train.max_steps=1"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
+    assert set(record) == {"config.yaml", "hydra.yaml", "overrides.yaml"}
+    sweep = ["-m", *(o for o in args if "hydra." not in o)]
+    sweep += [f"hydra.sweep.dir={run_dir.parent}", "hydra.sweep.subdir=one"]
+    for refused, why in [
+        ([*args, "train.max_steps=2", "model.max_relative_position=2"], "another model config"),
+        ([*args, "train.max_steps=2", "positions=rope", "model.rope_dims=3"], "rope_dims=3"),
+        ([*sweep, "train.max_steps=2", "model.max_relative_position=2"], "another model config"),
+    ]:
+        done = run_train(refused)
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert why in done.stderr and "Traceback" not in done.stderr
+        assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == record
+    done = run_train([*args, "train.max_steps=2"])  # a rerun that trains: its record
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "train.max_steps=2" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+    fresh = tmp_path / "fresh"  # refused before it trained: no record of settings never trained
+    bad = ("positions=rope", "model.rope_dims=3")
+    done = run_train(tiny_overrides(corpus, cache_dir, fresh, *bad))
+    assert done.returncode == 2 and not (fresh / ".hydra").exists()
