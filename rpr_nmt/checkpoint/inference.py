@@ -118,18 +118,19 @@ def load_ensemble_members(
     use_ema: bool = True,
 ) -> list[InferenceModel]:
     """Each member's model (its checkpoints averaged, as load_inference_model does), checked to
-    translate one language pair and to share one BPE model: an ensemble averages probabilities
-    of the same token ids for the same source language.
+    be distinct, to translate one language pair and to share one BPE model: an ensemble averages
+    probabilities of the same token ids for the same source language.
 
     Returns:
         Per member its InferenceModel; their tokenizers are one BPE model.
 
     Raises:
-        CheckpointError: two members of different language pairs, or with different BPE
-            models (the message names a file of each).
+        CheckpointError: a member named twice, two members of different language pairs, or
+            with different BPE models (the message names a file of each).
     """
     if not members:
         raise ValueError("an ensemble needs at least one member")
+    check_distinct(members)
     loaded: list[InferenceModel] = []
     for paths in members:
         member = load_inference_model(paths, device, use_ema=use_ema)
@@ -148,3 +149,17 @@ def load_ensemble_members(
                 )
         loaded.append(member)
     return loaded
+
+
+def check_distinct(members: Sequence[Sequence[str | Path]]) -> None:
+    """Refuse a member named twice (the same files, however written): an ensemble of a model with
+    itself is that model, and the record would claim more models than it used."""
+    seen: dict[tuple[Path, ...], int] = {}
+    for number, paths in enumerate(members, start=1):
+        key = tuple(Path(p).resolve() for p in paths)
+        if key in seen:
+            raise CheckpointError(
+                f"ensemble members {seen[key]} and {number} are the same checkpoint "
+                f"({paths[0]}): name each model once"
+            )
+        seen[key] = number

@@ -41,3 +41,14 @@ def test_models_of_opposite_directions_are_neither_ensembled_nor_averaged(tiny_r
             check_one_direction(paths, "average")
     check_one_direction([a, b], "average")  # one direction: accepted
     assert len(load_ensemble_members([[a], [b]])) == 2
+
+
+def test_a_member_named_twice_is_refused(tiny_run, tmp_path, monkeypatch):  # noqa: F811
+    # Probe K6: [A,A] decoded as A alone, recorded as an ensemble of two.
+    a = tiny_run["a"]
+    monkeypatch.chdir(a.parent)
+    with pytest.raises(CheckpointError) as error:
+        load_ensemble_members([[a], [tiny_run["b"]], [a.name]])
+    assert str(error.value) == (
+        "ensemble members 1 and 3 are the same checkpoint (a.pt): name each model once"
+    )

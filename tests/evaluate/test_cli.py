@@ -303,9 +303,10 @@ def test_evaluate_refuses_what_it_would_ignore_or_get_wrong(tiny_run, tmp_path, 
 
 
 def test_an_ensemble_of_two_copies_evaluates_translates_and_scores_as_the_model(tiny_run, tmp_path):
-    a = tiny_run["a"]
+    a, copy = tiny_run["a"], tmp_path / "copy.pt"  # one model named twice is refused: a copy
+    copy.write_bytes(a.read_bytes())
     args = ["decode.beam_size=2", "decode.max_len_b=3"]
-    for name, model in (("alone", f"checkpoint={a}"), ("pair", f"ensemble=[{a},{a}]")):
+    for name, model in (("alone", f"checkpoint={a}"), ("pair", f"ensemble=[{a},{copy}]")):
         out = cli("evaluate", model, *args, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         out = cli("score", model, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
@@ -314,13 +315,17 @@ def test_an_ensemble_of_two_copies_evaluates_translates_and_scores_as_the_model(
     hyps = [(tmp_path / n / "hyp_test.txt").read_text(encoding="utf-8") for n in ("alone", "pair")]
     assert hyps[0] == hyps[1]
     record = json.loads((tmp_path / "pair" / "eval_test.json").read_text())
-    assert record["ensemble"] == [[str(a)], [str(a)]] and record["checkpoint"] is None
+    assert record["ensemble"] == [[str(a)], [str(copy)]] and record["checkpoint"] is None
     scores = [json.loads((tmp_path / n / "score_test.json").read_text()) for n in ("alone", "pair")]
     assert scores[1]["perplexity"] == pytest.approx(scores[0]["perplexity"], rel=1e-5)
     text = "a man rides a bike.\nthe dog runs.\n"
     outs = [
         cli("translate", model, *args, cwd=tmp_path, stdin=text)
-        for model in (f"checkpoint={a}", f"ensemble=[{a},{a}]", f"ensemble=[{a},{tiny_run['b']}]")
+        for model in (
+            f"checkpoint={a}",
+            f"ensemble=[{a},{copy}]",
+            f"ensemble=[{a},{tiny_run['b']}]",
+        )
     ]
     assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
     assert outs[0].stdout == outs[1].stdout and len(outs[2].stdout.splitlines()) == 2

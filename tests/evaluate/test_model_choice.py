@@ -4,6 +4,8 @@ test_cli.py."""
 
 from __future__ import annotations
 
+import os
+
 from tests.checkpoint.test_inference import reversed_copy
 from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
@@ -26,3 +28,18 @@ def test_an_ensemble_of_opposite_directions_is_refused(tiny_run, tmp_path):  # n
     out = cli("evaluate", f"checkpoint=[{a},{deen}]", "hydra.run.dir=run", cwd=tmp_path)
     assert "translate different language pairs" in one_line_error(out, "rpr-nmt-evaluate")
     assert not (tmp_path / "run" / "eval_test.json").exists()
+
+
+def test_a_member_named_twice_is_refused(tiny_run, tmp_path):  # noqa: F811
+    # Probe K6: [A,A] was accepted silently, the same as A alone, recorded as two models.
+    a = tiny_run["a"]
+    relative = os.path.relpath(a, tmp_path)  # the same file written another way
+    cases = [
+        (f"[{a},{a}]", f"ensemble members 1 and 2 are the same checkpoint ({a})"),
+        (f"[{tiny_run['b']},{a},{relative}]", "ensemble members 2 and 3 are the same checkpoint"),
+    ]
+    for members, message in cases:
+        out = cli("evaluate", f"ensemble={members}", "hydra.run.dir=run", cwd=tmp_path)
+        err = one_line_error(out, "rpr-nmt-evaluate")
+        assert message in err and err.endswith(": name each model once\n")
+    assert not list((tmp_path / "run").glob("eval_*"))
