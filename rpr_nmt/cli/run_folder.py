@@ -1,4 +1,10 @@
-"""Hydra callbacks of rpr-nmt-train: refuse a run folder before Hydra writes into it.
+"""rpr-nmt-train's run folders from Hydra's side: their names, their .hydra/ record, and the
+Hydra callbacks that refuse a run folder before Hydra writes into it.
+
+run_folder_name, the resolver configs/hydra/train.yaml names run folders with: the override
+string, unchanged where a file system takes it (as every name did before it), shortened to a
+readable prefix and a hash of the whole where it would be longer than a file name may be (.hydra/
+overrides.yaml keeps every override).
 
 RefuseBusyRunFolder: Hydra saves the job's .hydra/config.yaml, hydra.yaml and overrides.yaml
 before the task starts, so a second command on a busy folder (train.max_steps and
@@ -19,6 +25,7 @@ folder, each continuing the one before; it is refused before any run starts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -46,6 +53,31 @@ class RefuseBusyRunFolder(Callback):
             print(f"rpr-nmt-train: error: {busy}", file=sys.stderr)
             sys.exit(2)
 
+
+NAME_MAX_BYTES = 255  # the longest file name of Linux, macOS and Windows file systems
+SHORT_NAME_BYTES = 200  # a shortened name's length: room to append to it
+
+
+def run_folder_name(overrides: str, default: str = "default") -> str:
+    """A run folder's name for its override string (Hydra's job.override_dirname).
+
+    "" gives `default`. A name of more than NAME_MAX_BYTES (about 14 overrides; the file system
+    would refuse it) becomes its first whole overrides within SHORT_NAME_BYTES, then "..." and 16
+    hex digits of the SHA-256 of the whole string: one command still maps to one folder.
+    """
+    name = overrides or default
+    data = name.encode("utf-8")
+    if len(data) <= NAME_MAX_BYTES:
+        return name
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    head = data[: SHORT_NAME_BYTES - len(digest) - 3].decode("utf-8", "ignore")
+    if "," in head:
+        head = head[: head.rindex(",")]  # whole overrides only
+    return f"{head}...{digest}"
+
+
+if not OmegaConf.has_resolver("run_folder_name"):
+    OmegaConf.register_new_resolver("run_folder_name", run_folder_name)
 
 RECORD_DIR = ".hydra"
 

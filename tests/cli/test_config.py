@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+import rpr_nmt.cli.run_folder  # noqa: F401  the run-folder name resolver, as rpr-nmt-train has it
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
 from tests.conftest import REPO

@@ -8,7 +8,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict, read_write
 
 from rpr_nmt.cli.config_store import CONFIG_DIR
-from rpr_nmt.cli.run_folder import RefuseCollapsingSweep, collapsing_sweep_overrides
+from rpr_nmt.cli.run_folder import (
+    NAME_MAX_BYTES,
+    RefuseCollapsingSweep,
+    collapsing_sweep_overrides,
+    run_folder_name,
+)
 from tests.train.conftest import run_train, tiny_overrides
 
 
@@ -58,3 +63,47 @@ def test_the_refusal_comes_before_anything_trains(tmp_path):
     assert done.stderr.startswith("rpr-nmt-train: error: the sweep varies train.max_steps=1,2")
     assert "Traceback" not in done.stderr
     assert not sweep.exists() and not cache.exists()
+
+
+# Fourteen ordinary overrides: a folder name of more than 255 bytes (probe C4).
+LONG = [
+    "data=local", "data.root=corpus", "data.vocab_size=300", "model=transformer_tiny",
+    "train.max_tokens=500", "train.valid_every=5", "train.save_every=5", "train.log_every=5",
+    "train.valid_bleu_sentences=10", "train.warmup_steps=5", "model.dropout=0.15",
+    "model.attention_dropout=0.15", "train.label_smoothing=0.05", "train.adam_beta2=0.997",
+]  # fmt: skip
+
+
+def run_dir(overrides: list[str]) -> str:
+    """hydra.run.dir of rpr-nmt-train with these overrides, as the job sees it."""
+    from hydra.core.hydra_config import HydraConfig
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = compose("train", overrides=overrides, return_hydra_config=True)
+    saved = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(config)
+    try:
+        return config.hydra.run.dir
+    finally:
+        HydraConfig.instance().cfg = saved
+
+
+def test_a_folder_name_too_long_for_the_file_system_is_shortened(monkeypatch):
+    # Probe C4: "OSError: [Errno 36] File name too long" with a traceback.
+    monkeypatch.setenv("RPR_NMT_RUNS", "runs")
+    name = run_dir(LONG).removeprefix("runs/train/")
+    assert "/" not in name and len(name.encode()) <= 200
+    assert name.startswith("data.root=corpus,data.vocab_size=300,data=local,")
+    assert run_dir(LONG) == run_dir(list(reversed(LONG)))  # one command, one folder
+    assert run_dir(LONG[:-1] + ["train.adam_beta2=0.998"]) != run_dir(LONG)
+
+
+def test_names_a_file_system_takes_are_unchanged():
+    # Published runs resume by folder name: every name that worked before stays as it was.
+    assert run_folder_name("") == "default"
+    for name in ("x", "a=1,b=2" * 30, "x" * NAME_MAX_BYTES, "ü" * (NAME_MAX_BYTES // 2)):
+        assert run_folder_name(name) == name
+    long = "a=" + "ü" * 200  # a cut in a 2-byte letter leaves no broken character
+    short = run_folder_name(long)
+    assert len(short.encode()) <= 200 and short.encode().decode() == short
+    assert short != run_folder_name(long + "x")
