@@ -65,7 +65,11 @@ def _smallest(rows: Iterable[int | None]) -> int | None:
 
 
 def check_sources_fit(
-    lengths: Sequence[int], max_positions: int | None, *, side: str = "source", first_line: int = 0
+    lengths: Sequence[int],
+    max_positions: int | None,
+    *,
+    side: str = "source",
+    lines: Sequence[int] | None = None,
 ) -> None:
     """Refuse the first sequence longer than a learned table (PositionLimitError names it).
 
@@ -73,14 +77,14 @@ def check_sources_fit(
         lengths: positions of each sequence as the model reads it (ids + EOS, or BOS + ids).
         max_positions: the table's rows (position_limits); None = no limit.
         side: "source" or "reference", for the message.
-        first_line: the input line of lengths[0] (1-based), or 0 when lines are unknown (a
-            batch): the error then names no line, and its index the sequence.
+        lines: the input line (1-based) of each sequence, named in the message; None in a batch
+            (the error's index then says which sequence).
     """
     if max_positions is None:
         return
     for index, positions in enumerate(lengths):
         if positions > max_positions:
-            line = first_line + index if first_line else None
+            line = None if lines is None else lines[index]
             raise PositionLimitError(
                 side=side, positions=positions, max_positions=max_positions, index=index, line=line
             )

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.beam import StepDecoder
+from rpr_nmt.decode.constraints import check_sources_fit, position_limits
 from rpr_nmt.decode.ensemble import Ensemble
 from rpr_nmt.decode.translate import (
     TextTokenizer,
@@ -101,6 +102,8 @@ def score_references(
 
     Raises:
         ValueError: sources and references differ in number.
+        PositionLimitError: a source (ids + EOS) or reference (BOS + ids) longer than a learned
+            position table, naming its line (1-based).
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
@@ -108,6 +111,10 @@ def score_references(
     model = decoding_model(model.eval(), cfg.precision)
     src_ids = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sources]
     ref_ids = [tokenizer.encode(r) for r in references]
+    encoder_rows, decoder_rows = position_limits(model)
+    lines = range(1, len(sources) + 1)
+    check_sources_fit([len(s) for s in src_ids], encoder_rows, lines=lines)
+    check_sources_fit([len(r) + 1 for r in ref_ids], decoder_rows, side="reference", lines=lines)
     streams = cfg.streams if device.type == "cpu" else 1
     per_batch = min(cfg.max_sentences, max(1, -(-len(src_ids) // streams)))
     lengths = [len(s) + len(r) for s, r in zip(src_ids, ref_ids)]

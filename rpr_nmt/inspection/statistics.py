@@ -55,7 +55,8 @@ STACKS = ("encoder", "decoder")
 
 
 class InspectError(Exception):
-    """The recomputed attention does not reproduce the model's (the model code changed)."""
+    """Nothing to inspect (a dev sentence past a learned table), or the recomputed attention
+    does not reproduce the model's (the model code changed)."""
 
 
 @dataclass
@@ -283,9 +284,11 @@ def attention_mass(
         The per-layer, per-head mass (AttentionMass).
 
     Raises:
-        InspectError: the recomputed weights do not reproduce a module's output.
+        InspectError: a dev sentence longer than a learned position table; the recomputed
+            weights do not reproduce a module's output.
     """
     model.eval()
+    _check_inspectable(model, tokenizer, sources, targets)
     W = max_distance
     sums: dict[str, Tensor | None] = dict.fromkeys(STACKS)  # stack -> (L, H, 2W + 1) sums
     queries = dict.fromkeys(STACKS, 0)
@@ -326,6 +329,23 @@ def attention_mass(
             handle.remove()
     mass = {s: (sums[s] / max(queries[s], 1)).cpu() for s in STACKS if sums[s] is not None}
     return AttentionMass(W, mass, queries)
+
+
+def _check_inspectable(
+    model: Transformer, tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str]
+) -> None:
+    """Refuse, as one InspectError, a dev sentence longer than a learned position table (naming
+    its line)."""
+    for stack, side, texts in (("encoder", "source", sources), ("decoder", "target", targets)):
+        rows = getattr(model, stack).embed.max_positions
+        for line, text in enumerate(texts if rows is not None else (), start=1):
+            n = len(tokenizer.encode(text)) + 1  # ids + EOS, or BOS + ids
+            if n > rows:
+                fewer = f"inspect the {line - 1} before it (--sentences), or " if line > 1 else ""
+                raise InspectError(
+                    f"dev line {line}: a {side} of {n} positions is longer than the learned "
+                    f"position table (model.max_positions={rows}): {fewer}another split (--split)"
+                )
 
 
 def _mass_by_distance(alpha: Tensor, valid: Tensor, width: int) -> Tensor:

@@ -267,3 +267,20 @@ def test_cli_on_a_model_with_positions_in_one_stack(tiny_checkpoint, tmp_path):
     assert (out / "encoder_table_norms.png").is_file()
     assert not (out / "decoder_table_norms.png").exists()
     assert "relative shaw, in the encoder only." in (out / "index.md").read_text()
+
+
+def test_a_dev_sentence_past_a_learned_table_is_one_line_naming_it(
+    tiny_checkpoint, tmp_path, capsys
+):
+    path = checkpoint_of(
+        tiny_checkpoint, tmp_path, absolute_positions="learned", max_positions=8,
+        max_relative_position=0,
+    )  # fmt: skip
+    assert inspect_main([str(path), "-o", str(tmp_path / "out"), "--sentences", "20"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rpr-nmt-inspect: error: dev line ") and "\n" not in err
+    assert "positions is longer than the learned position table (model.max_positions=8)" in err
+    line = int(err.split("dev line ")[1].split(":")[0])
+    assert line > 1 and f"inspect the {line - 1} before it (--sentences)" in err
+    out = tmp_path / "before"  # which they do
+    assert inspect_main([str(path), "-o", str(out), "--sentences", str(line - 1)]) == 0
