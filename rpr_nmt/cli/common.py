@@ -59,18 +59,30 @@ class LoadedModel:
     config: Any  # the TrainJobConfig of the (first) model: its data and language pair
     checkpoint: list[str] | None  # checkpoint= as files (averaged), None for an ensemble
     ensemble: list[list[str]] | None  # per member its files (a run folder's are averaged)
+    weights: list[str]  # per model (one, or each member) what it holds: "ema" or "raw"
+
+    @property
+    def weights_record(self) -> str | list[str]:
+        """The weights loaded, as the eval/score JSON records them: "ema" or "raw" for
+        checkpoint=, one of those per member for an ensemble."""
+        return self.weights if self.ensemble is not None else self.weights[0]
 
     @property
     def description(self) -> str:
-        """e.g. "2 checkpoint(s)" or "an ensemble of 3 models"."""
+        """e.g. "2 checkpoint(s), ema weights" or "an ensemble of 3 models, raw weights"."""
         if self.ensemble is None:
-            return f"{len(self.checkpoint or [])} checkpoint(s)"
-        return f"an ensemble of {len(self.ensemble)} models"
+            models = f"{len(self.checkpoint or [])} checkpoint(s)"
+        else:
+            models = f"an ensemble of {len(self.ensemble)} models"
+        kinds = sorted(set(self.weights))
+        weights = kinds[0] if len(kinds) == 1 else "/".join(self.weights)  # e.g. ema/raw/ema
+        return f"{models}, {weights} weights"
 
 
 def load_model(job: ModelChoiceConfig, device: Any) -> LoadedModel:
     """The model of `checkpoint=` (several files averaged), or the Ensemble of `ensemble=`
-    (each member a file or a run folder, averaged as checkpoint= is), on `device`."""
+    (each member a file or a run folder, averaged as checkpoint= is), on `device`; with
+    weights=ema, a checkpoint without a weight average gives its trained ("raw") weights."""
     from rpr_nmt.checkpoint.inference import load_ensemble_members, load_inference_model
     from rpr_nmt.decode.ensemble import Ensemble
 
@@ -78,11 +90,12 @@ def load_model(job: ModelChoiceConfig, device: Any) -> LoadedModel:
     if not job.ensemble:
         paths = [str(p) for p in checkpoints_of(job.checkpoint)]
         one = load_inference_model(paths, device, use_ema=ema)
-        return LoadedModel(one.model, one.tokenizer, one.config, paths, None)
+        return LoadedModel(one.model, one.tokenizer, one.config, paths, None, [one.weights])
     members = [[str(p) for p in checkpoints_of(member)] for member in job.ensemble]
     loaded = load_ensemble_members(members, device, use_ema=ema)
-    models = [member.model for member in loaded]
-    return LoadedModel(Ensemble(models), loaded[0].tokenizer, loaded[0].config, None, members)
+    model = Ensemble([member.model for member in loaded])
+    weights = [member.weights for member in loaded]
+    return LoadedModel(model, loaded[0].tokenizer, loaded[0].config, None, members, weights)
 
 
 def use_ema(weights: str) -> bool:

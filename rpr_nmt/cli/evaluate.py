@@ -9,8 +9,10 @@
 
 Prints sacreBLEU, chrF and TER, each with its signature (nrefs:3 with two extra reference files:
 sacrebleu's multi-reference scores), and the paper-style tokenized BLEU; writes
-hyp_<split>.txt and eval_<split>.json into Hydra's run directory. A missing or unreadable
-checkpoint, bad data or impossible decode settings print one line on stderr and exit with status 2.
+hyp_<split>.txt and eval_<split>.json into Hydra's run directory (the JSON records the weights
+used: "ema" or "raw", "raw" too where weights=ema meets a checkpoint without a weight average).
+A missing or unreadable checkpoint, bad data or impossible decode settings print one line on
+stderr and exit with status 2.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
         loaded.model, loaded.tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
         checkpoint=loaded.checkpoint, ensemble=loaded.ensemble, extra_refs=extra_refs,
         reference_files=job.extra_references, log=print,
+        weights={"weights": loaded.weights_record, "weights_asked": job.weights},
     )  # fmt: skip
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")

@@ -8,8 +8,9 @@
 
 Prints `perplexity = X` (per reference token, EOS included); writes score_<name>.txt (one line
 per sentence: its total log-probability ||| each token's, EOS last) and score_<name>.json (the
-corpus figures, and with by_length=true the perplexity by source-length bucket and by target
-position, also printed as tables) into Hydra's run directory. <name> is the split, or "pairs"
+corpus figures, the weights used, "ema" or "raw", and with by_length=true the perplexity by
+source-length bucket and by target position, also printed as tables) into Hydra's run
+directory. <name> is the split, or "pairs"
 for source=/reference= and pairs=. Bad input (a missing file, files of different line counts, an
 empty reference line, a pairs line without " ||| ") prints one line on stderr, exit status 2.
 """
@@ -147,7 +148,8 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     corpus = likelihood.corpus_perplexity(scores)
     record = {
         **asdict(corpus), "input": name, "checkpoint": loaded.checkpoint,
-        "ensemble": loaded.ensemble, "precision": decode.precision, "score_seconds": seconds,
+        "ensemble": loaded.ensemble, "weights": loaded.weights_record,
+        "weights_asked": job.weights, "precision": decode.precision, "score_seconds": seconds,
         "sentences_per_sec": len(scores) / seconds if seconds > 0 else 0.0,
     }  # fmt: skip
     print(f"perplexity = {corpus.perplexity:.4f}  ({corpus.tokens} reference tokens, EOS "

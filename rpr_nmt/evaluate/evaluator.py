@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ def evaluate_split(
     ensemble: Sequence[Sequence[str]] | None = None,
     extra_refs: Sequence[Sequence[str]] = (),
     reference_files: Sequence[str] = (),
+    weights: Mapping[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Scores:
     """Translate `sources`, score against `refs`, write hyp_<split>.txt and eval_<split>.json.
@@ -63,6 +64,8 @@ def evaluate_split(
         extra_refs: further reference sets, line-aligned with refs: sacrebleu's multi-reference
             BLEU, chrF and TER.
         reference_files: the files of extra_refs, recorded in the JSON file.
+        weights: which weights the model holds, recorded in the JSON file as given, e.g.
+            {"weights": "raw", "weights_asked": "ema"} for a checkpoint without a weight average.
         log: where to report decoding speed; None = silent.
 
     Returns:
@@ -90,6 +93,7 @@ def evaluate_split(
         "checkpoint": _paths(checkpoint),
         "ensemble": None if ensemble is None else [[str(p) for p in m] for m in ensemble],
         "extra_references": [str(p) for p in reference_files],
+        **(weights or {}),
         "decode": {**asdict(decode_cfg), "device": str(_device(model))},
     }
     (out / f"eval_{split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -4,8 +4,11 @@ test_cli.py."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 
+from rpr_nmt.checkpoint import load_checkpoint, save_checkpoint
 from tests.checkpoint.test_inference import reversed_copy
 from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
@@ -43,3 +46,29 @@ def test_a_member_named_twice_is_refused(tiny_run, tmp_path):  # noqa: F811
         err = one_line_error(out, "rpr-nmt-evaluate")
         assert message in err and err.endswith(": name each model once\n")
     assert not list((tmp_path / "run").glob("eval_*"))
+
+
+def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):  # noqa: F811
+    # Probe S8: eval_*.json and score_*.json did not say whether EMA or raw weights were used.
+    state = load_checkpoint(tiny_run["a"])
+    ema = {k: v.float() + 0.5 for k, v in state.model.items() if v.is_floating_point()}
+    with_ema = save_checkpoint(replace(state, ema=ema), tmp_path / "ema.pt")
+    cases = [  # (model, weights=, recorded weights); a.pt has no weight average
+        (f"checkpoint={with_ema}", "ema", "ema"),
+        (f"checkpoint={with_ema}", "raw", "raw"),
+        (f"checkpoint={tiny_run['a']}", "ema", "raw"),
+        (f"ensemble=[{with_ema},{tiny_run['b']}]", "ema", ["ema", "raw"]),
+    ]
+    for number, (model, asked, loaded) in enumerate(cases):
+        run = tmp_path / f"run{number}"
+        args = [model, f"weights={asked}", f"hydra.run.dir={run}"]
+        out = cli("evaluate", *args, "decode.beam_size=1", "decode.max_len_b=2", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        record = json.loads((run / "eval_test.json").read_text())
+        assert (record["weights"], record["weights_asked"]) == (loaded, asked)
+        described = loaded if isinstance(loaded, str) else "/".join(loaded)
+        assert f", {described} weights;" in out.stdout
+    out = cli("score", f"checkpoint={tiny_run['a']}", f"hydra.run.dir={tmp_path}/s", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((tmp_path / "s" / "score_test.json").read_text())
+    assert (record["weights"], record["weights_asked"]) == ("raw", "ema")
