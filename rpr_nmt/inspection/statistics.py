@@ -55,8 +55,8 @@ STACKS = ("encoder", "decoder")
 
 
 class InspectError(Exception):
-    """Nothing to inspect (a dev sentence past a learned table), or the recomputed attention
-    does not reproduce the model's (the model code changed)."""
+    """Nothing to inspect (weights not finite, a dev sentence past a learned table), or the
+    recomputed attention does not reproduce the model's (the model code changed)."""
 
 
 @dataclass
@@ -284,8 +284,8 @@ def attention_mass(
         The per-layer, per-head mass (AttentionMass).
 
     Raises:
-        InspectError: a dev sentence longer than a learned position table; the recomputed
-            weights do not reproduce a module's output.
+        InspectError: weights that are not finite; a dev sentence longer than a learned position
+            table; the recomputed weights do not reproduce a module's output.
     """
     model.eval()
     _check_inspectable(model, tokenizer, sources, targets)
@@ -300,6 +300,10 @@ def attention_mass(
         def hook(attn: RelativeMultiheadAttention, args: tuple, kwargs: dict, result: Any) -> None:
             x, mask = args[0], kwargs.get("key_padding_mask")
             alpha, output = attention_weights(attn, x, mask, kwargs.get("terms"))  # (B, H, T, T)
+            if not bool(result[0].isfinite().all()):  # NaN never compares equal: not the code
+                raise InspectError(
+                    f"{stack} layer {layer} self-attention is NaN or inf: nothing to inspect"
+                )
             if not torch.allclose(output.float(), result[0].float(), atol=1e-4, rtol=1e-3):
                 raise InspectError(
                     f"recomputed {stack} layer {layer} self-attention differs from the "
@@ -334,8 +338,14 @@ def attention_mass(
 def _check_inspectable(
     model: Transformer, tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str]
 ) -> None:
-    """Refuse, as one InspectError, a dev sentence longer than a learned position table (naming
-    its line)."""
+    """Refuse, as one InspectError, weights that are not finite (a diverged checkpoint) and a dev
+    sentence longer than a learned position table (naming its line)."""
+    for name, tensor in model.named_parameters():
+        if not bool(tensor.isfinite().all()):
+            raise InspectError(
+                f"the checkpoint's weights are not finite (NaN or inf in {name}, a diverged "
+                "run?): nothing to inspect; inspect an earlier checkpoint"
+            )
     for stack, side, texts in (("encoder", "source", sources), ("decoder", "target", targets)):
         rows = getattr(model, stack).embed.max_positions
         for line, text in enumerate(texts if rows is not None else (), start=1):

@@ -13,6 +13,7 @@ from rpr_nmt.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from rpr_nmt.cli.inspect import main as inspect_main
 from rpr_nmt.data import EOS_ID
 from rpr_nmt.inspection.statistics import (
+    InspectError,
     attention_mass,
     attention_weights,
     position_statistics,
@@ -267,6 +268,33 @@ def test_cli_on_a_model_with_positions_in_one_stack(tiny_checkpoint, tmp_path):
     assert (out / "encoder_table_norms.png").is_file()
     assert not (out / "decoder_table_norms.png").exists()
     assert "relative shaw, in the encoder only." in (out / "index.md").read_text()
+
+
+def test_weights_that_are_not_finite_are_named_not_the_code(tiny_bpe, tiny_checkpoint, tmp_path):
+    """A diverged checkpoint: NaN never compares equal, so the recomputation check blamed the
+    inspection code; the weights are named instead, in one line."""
+    model = model_of()
+    with torch.no_grad():
+        model.decoder.layers[0].self_attn.q_proj.weight[0, 0] = float("nan")
+    sources, targets = corpus(4, seed=3)
+    with pytest.raises(InspectError, match=r"^the checkpoint's weights are not finite \(NaN or "
+                       r"inf in decoder\.layers\.0\.self_attn\.q_proj\.weight"):  # fmt: skip
+        attention_mass(model, tiny_bpe, sources, targets, max_distance=4)
+    state = load_checkpoint(tiny_checkpoint)
+    weights = {k: v.clone() for k, v in state.model.items()}
+    weights["encoder.layers.0.self_attn.q_proj.weight"][0, 0] = float("inf")
+    path = save_checkpoint(replace(state, model=weights), tmp_path / "diverged.pt")
+    out = tmp_path / "inspect"
+    assert inspect_main([str(path), "-o", str(out), "--sentences", "4"]) == 2
+
+
+def test_an_output_that_is_not_finite_is_named_not_the_code(tiny_bpe):
+    model = model_of()
+    with torch.no_grad():  # finite weights whose products overflow float32
+        model.encoder.layers[0].self_attn.v_proj.weight.fill_(3e38)
+    sources, targets = corpus(4, seed=3)
+    with pytest.raises(InspectError, match=r"^encoder layer 0 self-attention is NaN or inf"):
+        attention_mass(model, tiny_bpe, sources, targets, max_distance=4)
 
 
 def test_a_dev_sentence_past_a_learned_table_is_one_line_naming_it(
