@@ -4,7 +4,7 @@ the checkpoint setting, checked decode settings, and their one-line errors."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,20 @@ def checkpoints_of(value: Any) -> list[Path]:
     if not items:
         raise UsageError("checkpoint=[] is empty: give at least one checkpoint path")
     return checkpoint_paths([str(item) for item in items])
+
+
+def bracket_ensemble(argv: Sequence[str]) -> list[str]:
+    """argv with `ensemble=PATH` written as the list `ensemble=[PATH]` that the setting is (Hydra
+    would refuse a plain string); lists, null and multirun sweeps (-m) are left as they are."""
+    if "-m" in argv or "--multirun" in argv:
+        return list(argv)
+    out = list(argv[:1])
+    for arg in argv[1:]:
+        key, sep, value = arg.partition("=")
+        if sep and key == "ensemble" and value and not value.startswith("[") and value != "null":
+            arg = f"ensemble=[{value}]"
+        out.append(arg)
+    return out
 
 
 @dataclass

@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import (
+    bracket_ensemble,
     checked_decode_config,
     exit_on_error,
     job_config,
@@ -132,7 +133,7 @@ def evaluate(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-evaluate from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
     evaluate()
 
 

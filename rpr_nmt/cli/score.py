@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from rpr_nmt.buckets import bucket_labels
 from rpr_nmt.cli.common import (
     UsageError,
+    bracket_ensemble,
     checked_decode_config,
     exit_on_error,
     job_config,
@@ -178,7 +179,7 @@ def score(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-score from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
     score()
 
 

@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import (
     UsageError,
+    bracket_ensemble,
     checked_decode_config,
     checkpoints_of,
     exit_on_error,
@@ -173,7 +174,7 @@ def translate(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-translate from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(sys.argv, PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
     translate()
 
 

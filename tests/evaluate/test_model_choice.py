@@ -9,6 +9,7 @@ import os
 from dataclasses import replace
 
 from rpr_nmt.checkpoint import load_checkpoint, save_checkpoint
+from rpr_nmt.cli.common import bracket_ensemble
 from tests.checkpoint.test_inference import reversed_copy
 from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
@@ -72,3 +73,20 @@ def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):  # n
     assert out.returncode == 0, out.stderr
     record = json.loads((tmp_path / "s" / "score_test.json").read_text())
     assert (record["weights"], record["weights_asked"]) == ("raw", "ema")
+
+
+def test_ensemble_of_one_path_without_brackets_is_that_list(tiny_run, tmp_path):  # noqa: F811
+    # Probe U7: `ensemble=PATH` gave Hydra's "str is not a ListConfig".
+    a = tiny_run["a"]
+    text, args = "a man rides a bike.\n", ["decode.max_len_b=3"]
+    outs = [
+        cli("translate", model, *args, cwd=tmp_path, stdin=text)
+        for model in (f"checkpoint={a}", f"ensemble={a}")
+    ]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout and outs[0].stdout.count("\n") == 1
+    assert bracket_ensemble(["prog", "ensemble=a.pt", "checkpoint=b.pt"]) == [
+        "prog", "ensemble=[a.pt]", "checkpoint=b.pt",
+    ]  # fmt: skip
+    for argv in (["p", "ensemble=[a,b]"], ["p", "ensemble=null"], ["p", "-m", "ensemble=a,b"]):
+        assert bracket_ensemble(argv) == argv
