@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths
+from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths, step_checkpoints
 from rpr_nmt.cli.config_store import to_job_config, unknown_settings
 from rpr_nmt.config import MISSING, DecodeConfig, ModelChoiceConfig
 from rpr_nmt.data import DataError
@@ -47,6 +47,14 @@ def checkpoints_of(value: Any) -> list[Path]:
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     if not items:
         raise UsageError("checkpoint=[] is empty: give at least one checkpoint path")
+    for item in map(Path, items):
+        folder = item / "checkpoints" if (item / "checkpoints").is_dir() else item
+        last = folder / "last.pt"
+        if item.is_dir() and not step_checkpoints(folder) and last.is_file():
+            raise UsageError(
+                f"{item} holds no step_*.pt checkpoints to average, only {last}: name that "
+                "file instead"
+            )
     return checkpoint_paths([str(item) for item in items])
 
 

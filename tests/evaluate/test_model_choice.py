@@ -90,3 +90,16 @@ def test_ensemble_of_one_path_without_brackets_is_that_list(tiny_run, tmp_path):
     ]  # fmt: skip
     for argv in (["p", "ensemble=[a,b]"], ["p", "ensemble=null"], ["p", "-m", "ensemble=a,b"]):
         assert bracket_ensemble(argv) == argv
+
+
+def test_a_run_folder_with_last_pt_alone_points_at_it(tiny_run, tmp_path):  # noqa: F811
+    # Probe U8: "neither a checkpoint file nor a run directory with checkpoints/step_*.pt".
+    run = tmp_path / "onlylast"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.pt").write_bytes(tiny_run["a"].read_bytes())
+    for folder in (run, run / "checkpoints"):
+        out = cli("evaluate", f"checkpoint={folder}", "hydra.run.dir=r", cwd=tmp_path)
+        assert one_line_error(out, "rpr-nmt-evaluate").endswith(
+            f"error: {folder} holds no step_*.pt checkpoints to average, only "
+            f"{run / 'checkpoints' / 'last.pt'}: name that file instead\n"
+        )
