@@ -56,16 +56,19 @@ class RefuseBusyRunFolder(Callback):
 
 NAME_MAX_BYTES = 255  # the longest file name of Linux, macOS and Windows file systems
 SHORT_NAME_BYTES = 200  # a shortened name's length: room to append to it
+SLASH = "%2F"  # a '/' in an override's value, which would nest the folder
 
 
 def run_folder_name(overrides: str, default: str = "default") -> str:
     """A run folder's name for its override string (Hydra's job.override_dirname).
 
-    "" gives `default`. A name of more than NAME_MAX_BYTES (about 14 overrides; the file system
-    would refuse it) becomes its first whole overrides within SHORT_NAME_BYTES, then "..." and 16
-    hex digits of the SHA-256 of the whole string: one command still maps to one folder.
+    "" gives `default`. A '/' (data.root=/data/corpus) would nest the folder in others: it
+    becomes "%2F", as in a URL (names without one are unchanged). A name of more than
+    NAME_MAX_BYTES (about 14 overrides; the file system would refuse it) becomes its first whole
+    overrides within SHORT_NAME_BYTES, then "..." and 16 hex digits of the SHA-256 of the whole
+    name: one command still maps to one folder.
     """
-    name = overrides or default
+    name = (overrides or default).replace("/", SLASH)
     data = name.encode("utf-8")
     if len(data) <= NAME_MAX_BYTES:
         return name

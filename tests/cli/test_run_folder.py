@@ -107,3 +107,11 @@ def test_names_a_file_system_takes_are_unchanged():
     short = run_folder_name(long)
     assert len(short.encode()) <= 200 and short.encode().decode() == short
     assert short != run_folder_name(long + "x")
+
+
+def test_a_path_in_an_override_does_not_nest_the_run_folder(monkeypatch, tmp_path):
+    # Probe K5: data.root=/abs/path put the run in runs/train/data.root=/abs/path,.../.
+    monkeypatch.setenv("RPR_NMT_RUNS", str(tmp_path))
+    path = run_dir(["data=local", "data.root=/data/corpus", "train.seed=2"])
+    assert path == f"{tmp_path}/train/data.root=%2Fdata%2Fcorpus,data=local,train.seed=2"
+    assert run_dir(["data=local", "train.seed=2"]) == f"{tmp_path}/train/data=local,train.seed=2"
