@@ -175,6 +175,16 @@ def _t5(model: Model) -> bool:  # T5's buckets alone
     return _methods(model) == ("none", "t5")
 
 
+def placed(stacks: str, setting: Predicate) -> Predicate:
+    """`setting` (a predicate on the methods in both stacks) with its methods in `stacks` ("both",
+    "encoder" or "decoder": model.positions_in)."""
+
+    def predicate(model: Model) -> bool:
+        return position_stacks(model) == stacks and setting({**model, "positions_in": "both"})
+
+    return predicate
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim, the comparison it rests on, and how that comparison decides it.
@@ -194,6 +204,19 @@ class Claim:
     rule: Rule
     past_cap: bool = False
 
+
+# Which stack needs word order (experiment=where_positions): each method in one stack only against
+# the same method in both.
+PLACED_METHODS = (("the sinusoid", is_sinusoid), ("Shaw k = 16", is_reference), ("RoPE", _rope))
+ENCODER_SOURCE = (
+    "Haviv et al. 2022: a bidirectional masked model without positions fails to train, 147.18 "
+    "against 4.06 perplexity; Shaw et al. 2018: 12.5 BLEU without any position signal"
+)
+CAUSAL_SOURCE = (
+    "Haviv et al. 2022: causal language models without positions within about 3% of learned "
+    "positions in perplexity"
+)
+KAZEMNEJAD_SOURCE = "Kazemnejad et al. 2023, decoder-only models"
 
 CARRY_OVER_SOURCE = "Rosendahl et al. 2019: +4.4 to 11.9% BLEU; Neishi & Yoshinaga 2019"
 # The relative methods whose carry-over to unseen lengths is judged, and the absolute baselines.
@@ -239,6 +262,25 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim("ALiBi extrapolates to sources longer than any seen in training at least as well as the "
           "sinusoid (Press et al. 2022)", is_sinusoid, _alibi, _no_loss, past_cap=True),
+    *(
+        Claim(f"word order is needed in the encoder: {name} in the decoder only falls below "
+              f"{name} in both stacks ({ENCODER_SOURCE})", placed("both", setting),
+              placed("decoder", setting), _a_loss)
+        for name, setting in PLACED_METHODS
+    ),
+    *(
+        Claim(f"the decoder's causal mask supplies its order: {name} in the encoder only matches "
+              f"{name} in both stacks ({CAUSAL_SOURCE})", placed("both", setting),
+              placed("encoder", setting), _no_loss)
+        for name, setting in PLACED_METHODS
+    ),
+    *(
+        Claim(f"a decoder without positions carries over to sources longer than any seen in "
+              f"training at least as well as one with them: {name} in the encoder only against "
+              f"{name} in both stacks ({KAZEMNEJAD_SOURCE})", placed("both", setting),
+              placed("encoder", setting), _no_loss, past_cap=True)
+        for name, setting in PLACED_METHODS
+    ),
 )  # fmt: skip
 FULL_TEST_CLAIMS = tuple(claim for claim in CLAIMS if not claim.past_cap)  # report.md's
 PAST_CAP_CLAIMS = tuple(claim for claim in CLAIMS if claim.past_cap)  # length_report.md's

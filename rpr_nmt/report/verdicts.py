@@ -11,14 +11,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rpr_nmt.report.claims import QUALITY_FLOOR, UNSURE, Claim
+from rpr_nmt.report.rows import Row
 from rpr_nmt.report.significance import ALPHA, Comparison
 from rpr_nmt.report.stats import format_stats
-
-if TYPE_CHECKING:  # sweep.py imports this module
-    from rpr_nmt.report.sweep import Row
 
 METRIC = "BLEU"  # the papers' metric: the verdicts rest on it
 SUMMARY_KEY = "test_bleu"

@@ -1,0 +1,103 @@
+"""Which stack needs word order: a sweep's methods by placement, in one table.
+
+experiment=where_positions trains each method in the encoder only and in the decoder only
+(model.positions_in); beside the same method in both stacks and the model with none, that is a
+2x2 per method:
+
+    | method      | both stacks | encoder only               | decoder only               | none |
+    | sinusoid    | 38.3 ± 0.2  | 37.9 ± 0.3 (Δ -0.4, p ...) | 31.0 ± 0.5 (Δ -7.3, p ...) | ...  |
+
+Each cell is the test BLEU over seeds; each placement is tested against the same method in both
+stacks, seed pair by seed pair (rpr_nmt.report.significance). The table appears in report.md when
+the sweep has a method in one stack only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from rpr_nmt.config import position_methods, position_stacks
+from rpr_nmt.report.rows import Row
+from rpr_nmt.report.significance import ALPHA, Comparison
+from rpr_nmt.report.stats import format_stats
+
+PLACEMENTS = (("both", "both stacks"), ("encoder", "encoder only"), ("decoder", "decoder only"))
+METRIC, SUMMARY_KEY = "BLEU", "test_bleu"
+STACKS = "model.positions_in"
+
+
+def _method(row: Row) -> tuple:
+    """A row's model settings apart from where its methods are placed; keys a run's config lacks
+    (added to the schema since) read as their defaults (rpr_nmt.report.runs.Run.flat_config)."""
+    flat = row.runs[0].flat_config
+    return tuple(
+        (k, repr(v)) for k, v in sorted(flat.items()) if k.startswith("model.") and k != STACKS
+    )
+
+
+def placement_groups(rows: Sequence[Row]) -> list[tuple[Row, dict[str, Row]]]:
+    """For each method that the sweep has in one stack only and in both: its both-stack row and
+    its rows by placement ("encoder", "decoder", and "none" for the row without positions), in
+    table order."""
+    none = next((r for r in rows if position_methods(r.model) == ("none", "none")), None)
+    groups = []
+    for both in rows:
+        if position_stacks(both.model) != "both" or both is none:
+            continue
+        placed = {
+            position_stacks(r.model): r
+            for r in rows
+            if position_stacks(r.model) != "both" and _method(r) == _method(both)
+        }
+        if placed:
+            groups.append((both, placed | ({"none": none} if none is not None else {})))
+    return groups
+
+
+def comparisons_needed(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The paired tests the table rests on: by both-stack setting, that row first, then its
+    placements and the row without positions (as rpr_nmt.report.verdicts.comparisons_needed)."""
+    return {both.setting: [both, *placed.values()] for both, placed in placement_groups(rows)}
+
+
+def _cell(row: Row | None, comparison: Comparison | None) -> str:
+    if row is None:
+        return "-"
+    text = format_stats(row.stats(SUMMARY_KEY), interval=False)
+    if comparison is None or not comparison.deltas.get(METRIC):
+        return text
+    delta = statistics.fmean(comparison.deltas[METRIC])
+    return f"{text} (Δ {delta:+.1f}, {comparison.cell(METRIC)})"
+
+
+def placement_section(rows: Sequence[Row], compared: dict[str, dict[str, Comparison]]) -> str:
+    """The '## Which stack needs word order' section of report.md; "" when the sweep has no
+    method in one stack only.
+
+    Args:
+        rows: the sweep's settings.
+        compared: by baseline setting, the paired tests against it by setting (at least those
+            comparisons_needed names; without them the cells have no Δ and p).
+    """
+    groups = placement_groups(rows)
+    if not groups:
+        return ""
+    head = ["method", *(name for _, name in PLACEMENTS), "none"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for both, placed in groups:
+        tests = compared.get(both.setting, {})
+        cells = [both.label, _cell(both, None)]
+        for stacks in ("encoder", "decoder", "none"):
+            row = placed.get(stacks)
+            cells.append(_cell(row, tests.get(row.setting) if row is not None else None))
+        lines.append("| " + " | ".join(cells) + " |")
+    seeds = sorted({len(r.runs) for both, placed in groups for r in (both, *placed.values())})
+    lead = (
+        "Test BLEU, mean ± standard deviation over seeds "
+        f"({' or '.join(map(str, seeds))} seeds), of each method in both stacks, in one stack "
+        "only (model.positions_in; the other stack has no position method) and of the model "
+        "without any. Δ and p: each placement against the same method in both stacks, seed pair "
+        f"by seed pair (median p, max over pairs; * = every pair below {ALPHA}).\n\n"
+    )
+    return "\n## Which stack needs word order\n\n" + lead + "\n".join(lines) + "\n"

@@ -1,0 +1,105 @@
+"""A sweep's settings: its runs grouped by what they trained, one row per setting, in the order
+every table gives them (the paper's settings in the order of its tables, then the later methods,
+a method in one stack only after it in both).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rpr_nmt.config import POSITION_STACKS, position_methods, position_stacks
+from rpr_nmt.report.labels import method_label, setting_labels
+from rpr_nmt.report.runs import Run, check_same_arithmetic, setting_keys
+from rpr_nmt.report.stats import SeedStats, seed_stats
+
+
+@dataclass
+class Row:
+    """One setting of the sweep, aggregated over its seeds.
+
+    Attributes:
+        setting: what identifies it: its values of the keys on which the sweep's runs differ.
+        model: its model section.
+        runs: one per seed.
+        label: how the reports name it ("Shaw k = 16"); "" = method_label(model).
+    """
+
+    setting: str
+    model: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or method_label(self.model)
+
+    def values(self, key: str) -> list[float]:
+        """The summary entry `key` of each run that has it as a finite number."""
+        found = [r.summary.get(key) for r in self.runs]
+        return [float(v) for v in found if isinstance(v, (int, float)) and math.isfinite(v)]
+
+    def stats(self, key: str) -> SeedStats | None:
+        """Mean, standard deviation and 95% t-interval of `key` over the seeds."""
+        return seed_stats(self.values(key))
+
+    def seeds(self, key: str = "test_bleu") -> str:
+        """How many seeds the row's `key` figures rest on: "3", or "1 of 2" when some runs lack it
+        (stopped before their evaluation)."""
+        scored, n = len(self.values(key)), len(self.runs)
+        return str(n) if scored == n else f"{scored} of {n}"
+
+
+def group_runs(runs: Sequence[Run]) -> list[Row]:
+    """Runs grouped by setting, rows ordered by k, then the a^K / a^V / sinusoid toggles.
+
+    A setting is the run's values of the config keys on which the runs differ (the seed aside),
+    so a run reused from another sweep joins the row it trained; when all runs share one
+    setting, it is named by its overrides (without the seed). Each row's label names its position
+    methods (rpr_nmt.report.labels.setting_labels).
+
+    Raises:
+        ValueError: the runs were trained by code that trains differently (check_same_arithmetic).
+    """
+    check_same_arithmetic(runs)
+    keys = setting_keys(runs)
+    rows: dict[str, Row] = {}
+    for run in runs:
+        label = run.setting(keys)
+        rows.setdefault(label, Row(label, run.model)).runs.append(run)
+
+    ordered = sorted(rows.values(), key=lambda row: row_order(row.model, row.setting))
+    for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
+        row.label = label
+    return ordered
+
+
+def row_order(model: dict[str, Any], setting: str) -> tuple:
+    """Where a setting's row stands in every table: the paper's settings first, in the order of its
+    tables (by k, then the terms, then the sinusoid), then the later methods (LATER_METHODS); a
+    method in one stack only after it in both (model.positions_in)."""
+    return (
+        later_method_rank(model),
+        POSITION_STACKS.index(position_stacks(model)),
+        model.get("max_relative_position", 0),
+        not model.get("relative_keys", False),
+        not model.get("relative_values", False),
+        model.get("sinusoidal", False),
+        setting,
+    )
+
+
+# The methods that followed Shaw's, in the order the docs introduce them: their rows come after
+# the paper's settings (sinusoid, Shaw's k and terms, none), which keep the order of its tables.
+LATER_METHODS = ("learned", "rope", "alibi", "t5")
+
+
+def later_method_rank(model: dict[str, Any]) -> int:
+    """0 for the paper's settings; 1 + the index in LATER_METHODS of a later relative method,
+    else of a later absolute one (a learned table)."""
+    absolute, relative = position_methods(model)
+    for method in (relative, absolute):
+        if method in LATER_METHODS:
+            return 1 + LATER_METHODS.index(method)
+    return 0

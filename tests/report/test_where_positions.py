@@ -1,0 +1,95 @@
+"""Which stack needs word order, end to end: rpr-nmt-report on an experiment=where_positions sweep
+beside the position study's rows, with made-up hypotheses whose verdicts are known.
+
+The study's rows are those of test_position_study (the sinusoid, Shaw k = 16 and RoPE copy every
+word of the short sources; none keeps every second word). Here a method in the decoder only keeps
+every second word of every source (word order lost in the encoder), and one in the encoder only
+copies as the method in both stacks does, short and long sources alike.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rpr_nmt.cli.report import main
+
+from .test_position_study import LONG, SHORT, keep_every, verdicts, write_study
+
+PLACED = ("absolute", "relative", "rope")  # positions=<name>: the sinusoid, Shaw k = 16, RoPE
+
+
+def write_placements(study: Path) -> None:
+    """Each method of PLACED in the encoder only and in the decoder only, seeds 1 and 2, as copies
+    of its both-stack runs with positions_in and the hypotheses changed."""
+    for name in PLACED:
+        for stacks in ("encoder", "decoder"):
+            for seed in (1, 2):
+                both = study / f"positions={name},train.seed={seed}"
+                run = study / f"model.positions_in={stacks},positions={name},train.seed={seed}"
+                shutil.copytree(both, run)
+                config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+                config["model"]["positions_in"] = stacks
+                (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+                if stacks == "decoder":
+                    hyps = [keep_every(2, s) for s in SHORT + LONG]
+                    (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
+                else:  # as the both-stack run wrote them, long sources included
+                    hyps = (both / "hyp_test.txt").read_text().splitlines()
+                    (run / "hyp_test.txt").write_text("\n".join(SHORT + hyps[len(SHORT) :]) + "\n")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("where")
+    (root / "tiny").mkdir()
+    for lang in ("en", "de"):
+        (root / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
+    sweep = root / "results" / "where_positions_tiny"
+    write_study(sweep, root / "tiny")
+    for name in ("learned", "alibi", "t5"):  # the study's other methods: not placed here
+        for seed in (1, 2):
+            shutil.rmtree(sweep / f"positions={name},train.seed={seed}")
+    write_placements(sweep)
+    assert main(["--by-length", "--samples", "300", str(sweep)]) == 0
+    return sweep
+
+
+def test_one_table_answers_the_question(sweep: Path):
+    report = (sweep / "report.md").read_text()
+    section = report.split("## Which stack needs word order")[1].split("\n## ")[0]
+    table = [line for line in section.splitlines() if line.startswith("| ")]
+    assert table[0] == "| method | both stacks | encoder only | decoder only | none |"
+    names = [line.split(" | ")[0].removeprefix("| ") for line in table[1:]]
+    assert names == ["sinusoid", "Shaw k = 16", "RoPE"]
+    for line in table[1:]:
+        cells = line.strip("| ").split(" | ")
+        assert "Δ" not in cells[1]  # the method in both stacks is what the others are tested on
+        assert all("Δ" in cell and "p " in cell for cell in cells[2:])
+    sinusoid = table[1].strip("| ").split(" | ")
+    assert "(Δ +0.0, p 1.000 (max 1.000))" in sinusoid[2]  # encoder only: the same output
+    assert sinusoid[3].endswith(" *)") and "(Δ -" in sinusoid[3]  # decoder only: worse, every pair
+    assert "2 seeds" in section
+
+
+def test_the_placement_claims_are_judged_per_method(sweep: Path):
+    found = verdicts((sweep / "report.md").read_text())
+    encoder = {c: v for c, v in found.items() if c.startswith("word order is needed in the enc")}
+    causal = {c: v for c, v in found.items() if c.startswith("the decoder's causal mask")}
+    assert len(encoder) == len(causal) == 3
+    for claim, text in encoder.items():
+        assert text.startswith("holds. against "), claim
+        assert "(decoder only): " in text and text.endswith("*")
+    assert all(text.startswith("holds. against ") for text in causal.values())
+    lead = "the decoder's causal mask supplies its order: RoPE in the encoder"
+    rope = next(text for claim, text in causal.items() if claim.startswith(lead))
+    assert rope.startswith("holds. against RoPE (") and "RoPE (encoder only): " in rope
+
+
+def test_unseen_lengths_judge_a_decoder_without_positions(sweep: Path):
+    found = verdicts((sweep / "length_report.md").read_text())
+    carried = {c: v for c, v in found.items() if c.startswith("a decoder without positions")}
+    assert len(carried) == 3 and all(v.startswith("holds. ") for v in carried.values())
