@@ -3,6 +3,7 @@ order."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
@@ -50,6 +51,11 @@ def check_decode_config(cfg: DecodeConfig) -> None:
         )
     if cfg.min_len < 0:
         raise ValueError(f"decode.min_len must be >= 0, got {cfg.min_len}")
+    for name, typical in (("length_penalty", "0.6; 0 = off"), ("max_len_a", "1.2")):
+        if not math.isfinite(getattr(cfg, name)):
+            raise ValueError(
+                f"decode.{name} must be a finite number (e.g. {typical}), got {getattr(cfg, name)}"
+            )
     if cfg.max_sentences < 1:
         raise ValueError(f"decode.max_sentences must be >= 1, got {cfg.max_sentences}")
     if cfg.streams < 1:

@@ -103,3 +103,11 @@ def test_a_run_folder_with_last_pt_alone_points_at_it(tiny_run, tmp_path):  # no
             f"error: {folder} holds no step_*.pt checkpoints to average, only "
             f"{run / 'checkpoints' / 'last.pt'}: name that file instead\n"
         )
+
+
+def test_a_length_penalty_that_is_not_a_number_is_one_line(tiny_run, tmp_path):  # noqa: F811
+    # Probe C9: decode.length_penalty=nan gave a traceback.
+    model = f"checkpoint={tiny_run['a']}"
+    out = cli("translate", model, "decode.length_penalty=nan", cwd=tmp_path, stdin="a man.\n")
+    err = one_line_error(out, "rpr-nmt-translate")
+    assert "decode.length_penalty must be a finite number (e.g. 0.6; 0 = off), got nan" in err
