@@ -7,13 +7,22 @@ import copy
 import logging
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from rpr_nmt.config import DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
-from rpr_nmt.data import BatchIterator, Tokenizer, prepare_data, read_parallel_text
+from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
+from rpr_nmt.data import (
+    BatchIterator,
+    EncodedCorpus,
+    Ragged,
+    Tokenizer,
+    prepare_data,
+    read_parallel_text,
+)
 from rpr_nmt.model.positions import position_problem
 from rpr_nmt.precision import bf16_support, resolve_precision
 from rpr_nmt.train.distributed import DistributedContext
@@ -107,6 +116,43 @@ def check_model_settings(cfg: ModelConfig) -> None:
     )  # fmt: skip
     if problem:  # the combinations of position methods that make no sense, named
         raise SettingsError(problem)
+
+
+def check_learned_table_fits(
+    model: ModelConfig, data: DataConfig, splits: Mapping[str, EncodedCorpus]
+) -> None:
+    """Refuse a learned position table shorter than a sentence of the prepared splits (train and
+    validation), as the model reads them: a source's ids + EOS, a target's BOS + ids. Found at the
+    first update or the first validation instead, it crashed a run that could not be mended (a
+    changed model.max_positions is another model)."""
+    if model.absolute_positions != "learned":
+        return
+    stacks = {"source": model.positions_in != "decoder", "target": model.positions_in != "encoder"}
+    rows, longest = model.max_positions, {}  # split -> (positions, side)
+    for split, corpus in splits.items():
+        for side, ragged in (("source", corpus.src), ("target", corpus.tgt)):
+            if stacks[side]:
+                longest[split] = max(longest.get(split, (0, "")), (_longest_row(ragged) + 1, side))
+    if all(n <= rows for n, _ in longest.values()):
+        return
+    split, (n, side) = max(longest.items(), key=lambda item: item[1][0])
+    need = f"raise model.max_positions to at least {n}"
+    limit = data.max_tokens_per_sentence
+    if all(n <= rows for s, (n, _) in longest.items() if s != "train"):  # the training pairs only
+        fix = f"{need}, or lower data.max_tokens_per_sentence={limit} to {rows - 1}"
+    else:  # the length filter keeps only training pairs: a longer validation sentence stays
+        fix = f"{need} (data.max_tokens_per_sentence={limit} filters the training pairs only)"
+    raise SettingsError(
+        f"model.max_positions={rows} is shorter than the data: the longest {split} {side} takes "
+        f"{n} positions ({n - 1} tokens + {'EOS' if side == 'source' else 'BOS'}); {fix}"
+    )
+
+
+def _longest_row(ragged: Ragged) -> int:
+    """The longest row of a Ragged, block by block (its offsets may be memory-mapped)."""
+    offsets, block = ragged.offsets, 1 << 20
+    starts = range(0, len(offsets) - 1, block)
+    return max((int(np.diff(offsets[i : i + block + 1]).max()) for i in starts), default=0)
 
 
 def training_precision(precision: str, device: torch.device) -> str:
@@ -208,6 +254,7 @@ def load_training_data(
     )
     if ctx.is_main:
         ctx.barrier()
+    check_learned_table_fits(config.model, data_cfg, data.splits)
     tok = data.tokenizer
     batching = dict(
         max_tokens=cfg.max_tokens, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
