@@ -28,6 +28,16 @@ from rpr_nmt.report.runs import CorpusText
 from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
 
 
+def _count(text: str) -> int:
+    """A number of samples: 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{value} is negative: give 0 (sacrebleu's default) or more"
+        )
+    return value
+
+
 def _int_list(text: str) -> list[int]:
     """'1,11,16' -> [1, 11, 16], increasing and positive, else an argparse error."""
     try:
@@ -68,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--samples",
-        type=int,
+        type=_count,
         default=0,
         help="bootstrap resamples or randomization trials; 0 = sacrebleu's default (1000 / 10000)",
     )

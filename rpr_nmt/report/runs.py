@@ -199,9 +199,11 @@ def read_hypotheses(run: Run, split: str, n_lines: int) -> list[str]:
         raise FileNotFoundError(
             f"{path} is missing: the run must evaluate itself at the end (train.evaluate_at_end)"
         )
-    lines = path.read_text(encoding="utf-8").split("\n")
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
     if len(lines) < n_lines:
-        raise FileNotFoundError(f"{path} has {len(lines)} lines for {n_lines} sentences")
+        counted = text.count("\n") + (not text.endswith("\n") and bool(text))  # a last line too
+        raise FileNotFoundError(f"{path} has {counted} lines for {n_lines} sentences")
     return lines[:n_lines]
 
 

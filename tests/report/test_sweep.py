@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rpr_nmt.cli.report import main
@@ -203,3 +204,21 @@ def test_a_corrupt_summary_is_named(tmp_path, capsys):
     assert main(["--significance", "none", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "model.max_relative_position=16,train.seed=1/train_summary.json: not JSON" in err
+
+
+def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
+    from rpr_nmt.report.runs import read_hypotheses
+
+    make_run(tmp_path, 16, 1, 27.0)
+    (run,) = find_runs(tmp_path)
+    for text, counted in [("", 0), ("a\nb\nc\n", 3), ("a\nb\nc", 3)]:
+        (run.path / "hyp_test.txt").write_text(text)
+        with pytest.raises(FileNotFoundError, match=f"has {counted} lines for 40 sentences"):
+            read_hypotheses(run, "test", 40)
+
+
+def test_negative_samples_are_refused(tmp_path, capsys):
+    make_run(tmp_path, 16, 1, 27.0)
+    with pytest.raises(SystemExit) as stop:
+        main(["--samples", "-5", str(tmp_path)])
+    assert stop.value.code == 2 and "-5 is negative" in capsys.readouterr().err
