@@ -16,11 +16,12 @@ that would silently do nothing or build something else than the config says:
 A new run (new_run=True, the trainer's check) is refused a few more settings, which build a model
 but make no sense to train; a checkpoint trained with one before these checks still loads:
 
-    share_relative_across_heads=true with rope or alibi         (no per-head tables to share)
     rope_base inf, max_positions past MAX_POSITIONS, t5_max_distance past int32
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
-as they always did.
+as they always did; nor, yet, share_relative_across_heads=true with rope or alibi, which does
+nothing there too: model=transformer_big sets it for every method, and positions=rope and alibi
+do not reset it as positions=t5 does, so refusing it would refuse those presets together.
 """
 
 from __future__ import annotations
@@ -115,8 +116,7 @@ def position_problem(
     if new_run:
         return _new_run_problem(
             absolute=absolute, relative=relative, max_positions=max_positions,
-            share_relative_across_heads=share_relative_across_heads, rope_base=rope_base,
-            t5_max_distance=t5_max_distance,
+            rope_base=rope_base, t5_max_distance=t5_max_distance,
         )  # fmt: skip
     return None
 
@@ -165,16 +165,10 @@ def _new_run_problem(
     absolute: str,
     relative: str,
     max_positions: int,
-    share_relative_across_heads: bool,
     rope_base: float,
     t5_max_distance: int,
 ) -> str | None:
     """The settings a new run is refused though a model builds with them; None if fine."""
-    if share_relative_across_heads and relative in ("rope", "alibi"):
-        return (
-            f"model.share_relative_across_heads=true with model.relative_positions={relative}, "
-            "which has no per-head tables to share: set it to false"
-        )
     if relative == "rope" and not math.isfinite(rope_base):
         return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
     if absolute == "learned" and max_positions > MAX_POSITIONS:

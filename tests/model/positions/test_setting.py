@@ -106,21 +106,6 @@ def test_a_rope_base_that_is_not_finite_is_refused():
     )
 
 
-@pytest.mark.parametrize("method", ["rope", "alibi"])
-def test_sharing_tables_across_heads_is_refused_where_there_are_none(method):
-    _refused_for_a_new_run_only(
-        dict(relative_positions=method, max_relative_position=0, share_relative_across_heads=True),
-        f"model.share_relative_across_heads=true with model.relative_positions={method}, which "
-        "has no per-head tables to share: set it to false",
-    )
-    # Shaw's toggles beside no relative method select nothing, as they always did (the big
-    # model's sinusoid-only baseline shares its absent tables).
-    check_model_settings(
-        ModelConfig(**{**TINY, "sinusoidal": True, "max_relative_position": 0,
-                       "share_relative_across_heads": True})
-    )  # fmt: skip
-
-
 def test_a_t5_max_distance_past_int32_is_refused_with_its_range():
     t5 = dict(relative_positions="t5", max_relative_position=0)
     _refused_for_a_new_run_only(
