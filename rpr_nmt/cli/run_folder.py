@@ -25,6 +25,7 @@ folder, each continuing the one before; it is refused before any run starts.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sys
@@ -41,17 +42,71 @@ from omegaconf import DictConfig, OmegaConf
 from rpr_nmt.checkpoint.run_lock import run_folder_in_use
 
 
+def folder_problem(path: str | Path) -> str:
+    """Why `path` cannot be a folder to write in: "PATH is a file, not a folder", "PATH is on a
+    read-only file system", "PATH is not writable"; "" when it can be (or be created)."""
+    path = Path(path)
+    nearest = path  # the folder itself, or the nearest of its parents that exists
+    while not nearest.exists() and nearest.parent != nearest:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        return f"{nearest} is a file, not a folder"
+    if os.access(nearest, os.W_OK | os.X_OK):
+        return ""
+    try:
+        read_only = bool(os.statvfs(nearest).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"{nearest} is on a read-only file system" if read_only else f"{nearest} is not writable"
+
+
+def _refuse_folder(setting: str, path: str | Path) -> None:
+    """Exit with status 2 and one line if `path`, the value of `setting`, cannot be written in."""
+    problem = folder_problem(path)
+    if problem:
+        print(
+            f"rpr-nmt-train: error: {setting}={path}: {problem}: give a folder that can be "
+            f"written in ({setting}=...)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+
+
 class RefuseBusyRunFolder(Callback):
-    """on_run_start: exit with status 2 and one line naming the holder if the folder is busy."""
+    """on_run_start: exit with status 2 and one line if the run folder cannot be written in (a
+    file, a read-only file system) or another trainer holds it (naming the holder);
+    on_multirun_start: the same for the sweep folder, before the sweeper creates it."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if int(os.environ.get("RANK", "0")) > 0:
             return  # torchrun's other ranks: their job's rank 0 holds (or is taking) the lock
         HydraConfig.instance().set_config(config)  # hydra.run.dir interpolates ${hydra:...}
+        _refuse_folder("hydra.run.dir", config.hydra.run.dir)
         busy = run_folder_in_use(config.hydra.run.dir)
         if busy:
             print(f"rpr-nmt-train: error: {busy}", file=sys.stderr)
             sys.exit(2)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse_folder("hydra.sweep.dir", config.hydra.sweep.dir)
+
+
+def describe_os_error(error: OSError, settings: dict[str, str]) -> str:
+    """One line for a file the trainer could not write or read: the path, the reason, which
+    setting names the folder (`settings`: setting -> folder, e.g. data.cache_dir -> its value)."""
+    path = Path(error.filename)
+    if error.errno in (errno.ENOTDIR, errno.EEXIST):  # a file on the way, or where a folder goes
+        reason = folder_problem(path)
+    else:  # e.g. EROFS, EACCES: the folder the file is in
+        reason = folder_problem(path.parent)
+    reason = reason or error.strerror or type(error).__name__
+    where = next((name for name, folder in settings.items() if _inside(path, Path(folder))), None)
+    hint = f": give another {where}" if where else ""
+    return f"cannot use {path}: {reason}{hint}"
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.absolute().is_relative_to(folder.absolute())
 
 
 NAME_MAX_BYTES = 255  # the longest file name of Linux, macOS and Windows file systems

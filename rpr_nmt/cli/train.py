@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
-from rpr_nmt.cli.run_folder import restore_run_record, write_run_record
+from rpr_nmt.cli.run_folder import describe_os_error, restore_run_record, write_run_record
 from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
 
 log = logging.getLogger("rpr_nmt.train")
@@ -56,6 +56,14 @@ def main(cfg: DictConfig) -> None:
         if record is not None:
             restore_run_record(record)
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # a file where a folder should be, a read-only file system, ...
+        if e.filename is None:
+            raise
+        if record is not None:
+            restore_run_record(record)
+        folders = {"data.cache_dir (RPR_NMT_CACHE)": cfg.data.cache_dir, "hydra.run.dir": run_dir}
+        print(f"rpr-nmt-train: error: {describe_os_error(e, folders)}", file=sys.stderr)
         sys.exit(2)
     except DivergenceError as e:
         print(f"rpr-nmt-train: training diverged: {e}", file=sys.stderr)

@@ -10,11 +10,12 @@ from omegaconf import DictConfig, open_dict, read_write
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.run_folder import (
     NAME_MAX_BYTES,
+    RefuseBusyRunFolder,
     RefuseCollapsingSweep,
     collapsing_sweep_overrides,
     run_folder_name,
 )
-from tests.train.conftest import run_train, tiny_overrides
+from tests.train.conftest import make_corpus, run_train, tiny_overrides
 
 
 def multirun_config(command_line: list[str], composed: tuple[str, ...] = ()) -> DictConfig:
@@ -115,3 +116,62 @@ def test_a_path_in_an_override_does_not_nest_the_run_folder(monkeypatch, tmp_pat
     path = run_dir(["data=local", "data.root=/data/corpus", "train.seed=2"])
     assert path == f"{tmp_path}/train/data.root=%2Fdata%2Fcorpus,data=local,train.seed=2"
     assert run_dir(["data=local", "train.seed=2"]) == f"{tmp_path}/train/data=local,train.seed=2"
+
+
+def refusal(callback, config: DictConfig, capsys) -> str:
+    """The callback's one line on stderr (it must exit with status 2)."""
+    with pytest.raises(SystemExit) as refused:
+        callback(config)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("under", ["", "/run"])
+def test_a_file_where_the_run_or_sweep_folder_goes_is_one_line(tmp_path, capsys, under):
+    # Probe C6: hydra.run.dir=<a file> was a warning and a FileExistsError traceback.
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    config = multirun_config([], (f"hydra.run.dir={afile}{under}",))
+    err = refusal(RefuseBusyRunFolder().on_run_start, config, capsys)
+    assert err.startswith(f"rpr-nmt-train: error: hydra.run.dir={afile}{under}: ")
+    assert f"{afile} is a file, not a folder" in err
+    config = multirun_config([], (f"hydra.sweep.dir={afile}{under}",))
+    err = refusal(RefuseBusyRunFolder().on_multirun_start, config, capsys)
+    assert f"hydra.sweep.dir={afile}{under}: {afile} is a file, not a folder" in err
+
+
+def test_a_read_only_run_folder_is_one_line(tmp_path, capsys, monkeypatch):
+    # Probe C5 (a read-only mount; chmod does not stop root, so the file system's answer is
+    # stood in for): "Unable to configure handler 'file'" or "Read-only file system" tracebacks.
+    import os
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    monkeypatch.setattr(os, "access", lambda path, mode: not str(path).startswith(str(ro)))
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
+    for run in (ro, ro / "new"):
+        config = multirun_config([], (f"hydra.run.dir={run}",))
+        err = refusal(RefuseBusyRunFolder().on_run_start, config, capsys)
+        assert f"hydra.run.dir={run}: {ro} is on a read-only file system" in err
+
+
+def test_a_file_where_the_data_cache_goes_is_one_line(tmp_path):
+    # Probe C6: RPR_NMT_CACHE=<a file> was a NotADirectoryError traceback from data/bpe.py.
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    corpus = make_corpus(tmp_path / "corpus", n_train=20)
+    done = run_train(tiny_overrides(corpus, afile, tmp_path / "run"), timeout=60)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert (
+        done.stderr.startswith("rpr-nmt-train: error: cannot use ")
+        and "Traceback" not in done.stderr
+    )
+    assert done.stderr.count("\n") == 1
+    assert f"{afile} is a file, not a folder: give another data.cache_dir" in done.stderr
+    done = run_train(tiny_overrides(corpus, tmp_path / "cache", afile), timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-3000:]
+    assert f"hydra.run.dir={afile}: {afile} is a file, not a folder" in done.stderr
