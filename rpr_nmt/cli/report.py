@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.cli.run_folder import folder_problem
 from rpr_nmt.data.errors import DataError
 from rpr_nmt.report import (
     collect_results,
@@ -125,8 +126,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _collect(source: str, into: str | None) -> int:
+def _collect_target(source: str, into: str | None) -> Path:
+    """The folder --collect copies into (--into, else results/<name of source>), once it is
+    known to be a folder apart from the collected runs (ValueError: one line saying why not)."""
     target = Path(into) if into else Path("results") / Path(source).resolve().name
+    given = f"--into {target}" if into else f"the default --into, {target},"
+    problem = folder_problem(target)
+    if problem:
+        raise ValueError(f"{given}: {problem}: collect into a folder (--into DIR)")
+    src, dst = Path(source).resolve(), target.resolve()
+    a_run = (src / "train_summary.json").is_file()
+    if dst == src or dst.is_relative_to(src) or (a_run and dst == src.parent):
+        raise ValueError(
+            f"{given} is (or holds) the collected folder {source}: the copies would land on "
+            f"the runs they copy; collect into another folder, e.g. --into results/{src.name}"
+        )
+    return target
+
+
+def _collect(source: str, into: str | None) -> int:
+    target = _collect_target(source, into)
     collected = collect_results(source, target, log=lambda line: print(line, file=sys.stderr))
     print(f"collected {len(collected)} runs into {target}:")
     for run in collected:
