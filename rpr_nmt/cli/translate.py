@@ -8,13 +8,16 @@ With decode.nbest > 1 each output line is `i ||| translation ||| score` (i count
 0, score is the length-normalised log-probability), best first. A blank input line is not decoded:
 it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Lines end at "\\n" alone
 (a form feed or U+2028 inside a line stays in it). Translations are written a window of lines at
-a time, in input order, so memory does not grow with the input. Errors print one line on stderr
-and exit with status 2; on a line that is not UTF-8, the translations of the lines before it are
-written first.
+a time, in input order, so memory does not grow with the input. output=FILE is written as
+FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as it was, and the
+translations it made in FILE.partial. Errors print one line on stderr and exit with status 2; on
+a line that is not UTF-8, the translations of the lines before it are written first.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -25,6 +28,7 @@ from typing import BinaryIO, TextIO
 import hydra
 from omegaconf import DictConfig
 
+from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.common import (
     UsageError,
     bracket_ensemble,
@@ -36,7 +40,8 @@ from rpr_nmt.cli.common import (
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.path_overrides import quote_path_overrides
-from rpr_nmt.config import TranslateJobConfig
+from rpr_nmt.config import DecodeConfig, TranslateJobConfig
+from rpr_nmt.data import DataError
 from rpr_nmt.data.textfile import BOM
 
 PROG = "rpr-nmt-translate"
@@ -57,16 +62,76 @@ def open_input(path: str) -> BinaryIO:
         raise UsageError(f"cannot read input={path}: {e.strerror}") from e
 
 
-def open_output(path: str, input_path: str) -> TextIO:
-    """The output, opened before any work so that a bad path fails at once: stdout for "-"."""
-    if path == "-":
-        return sys.stdout
-    if input_path != "-" and Path(path).resolve() == Path(input_path).resolve():
-        raise UsageError(f"output={path} is the input file: choose another output")
-    try:
-        return open(path, "w", encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot write output={path}: {e.strerror}") from e
+class Output:
+    """Where the translations go: stdout for "-", else output=FILE, written as FILE.partial and
+    renamed over FILE once every line is translated. A run that fails or is stopped leaves FILE
+    as it was (abandon); the translations written so far stay in FILE.partial. A device or a pipe
+    (output=/dev/null) is written directly.
+
+    Opened before any work, so that a bad path fails at once (UsageError).
+    """
+
+    def __init__(self, path: str, input_path: str) -> None:
+        self.path = path
+        self.partial: Path | None = None  # the file written until the end, for output=FILE
+        self.lines_done = 0  # input lines whose translations are written
+        if path == "-":
+            self.stream: TextIO = sys.stdout
+            return
+        target = Path(path)
+        if input_path != "-" and target.resolve() == Path(input_path).resolve():
+            raise UsageError(f"output={path} is the input file: choose another output")
+        if target.is_dir():
+            raise UsageError(f"output={path} is a folder: name the file to write")
+        written = target
+        if not target.exists() or target.is_file():
+            self.partial = written = target.with_name(target.name + ".partial")
+            if input_path != "-" and written.resolve() == Path(input_path).resolve():
+                raise UsageError(f"input={input_path} is where output={path} is written first: "
+                                 "choose another output")  # fmt: skip
+        try:
+            self.stream = open(written, "w", encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write output={path}: {e.strerror}") from e
+
+    def write(self, lines: Sequence[str], inputs: int) -> None:
+        """Write the translation lines of the next `inputs` input lines, flushed."""
+        try:
+            self.stream.write("".join(f"{line}\n" for line in lines))
+            self.stream.flush()
+        except OSError as e:
+            raise UsageError(f"cannot write output={self.path}: {e.strerror}") from e
+        self.lines_done += inputs
+
+    def finish(self) -> None:
+        """Every line is translated: FILE.partial becomes FILE (keeping FILE's mode if it
+        existed)."""
+        if self.stream is sys.stdout:
+            return
+        self.stream.close()
+        if self.partial is not None:
+            try:
+                if Path(self.path).exists():
+                    shutil.copymode(self.path, self.partial)
+                os.replace(self.partial, self.path)
+            except OSError as e:
+                raise UsageError(f"cannot write output={self.path}: {e.strerror}; the "
+                                 f"translations are in {self.partial}") from e  # fmt: skip
+
+    def abandon(self) -> str:
+        """Close without touching FILE; FILE.partial is kept when it holds translations, else
+        removed. Returns what to add to the error: where the translations so far are ("" when
+        there are none, or they went to stdout or a device)."""
+        if self.stream is sys.stdout:
+            return ""
+        self.stream.close()
+        if self.partial is None:
+            return ""
+        if self.lines_done == 0:
+            self.partial.unlink(missing_ok=True)
+            return ""
+        return (f"; output={self.path} is unchanged, the translations of the "
+                f"{self.lines_done} lines before are in {self.partial}")  # fmt: skip
 
 
 def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
@@ -130,10 +195,7 @@ def format_output(
 
 def run(job: TranslateJobConfig) -> None:
     """Translate the input a window of lines at a time, each window written in input order
-    before the next is read."""
-    from rpr_nmt.decode import decoding_model, translate
-    from rpr_nmt.model import resolve_device
-
+    before the next is read; output=FILE is replaced only once every line is translated."""
     decode = checked_decode_config(job.decode)
     for member in job.ensemble or [job.checkpoint]:  # a missing file fails before input is read
         checkpoints_of(member)
@@ -141,29 +203,39 @@ def run(job: TranslateJobConfig) -> None:
         source = open_input(job.input)
         if source is not sys.stdin.buffer:
             files.callback(source.close)
-        out = open_output(job.output, job.input)
-        if out is not sys.stdout:
-            files.callback(out.close)
-        device = resolve_device(decode.device)
-        loaded = load_model(job, device)
-        model, tokenizer = loaded.model, loaded.tokenizer
-        model = decoding_model(model.eval(), decode.precision)  # cast once, not per window
-        window_cfg = replace(decode, precision="fp32")  # the model is at its precision already
-        name = "stdin" if job.input == "-" else f"input={job.input}"
-        done = 0  # input lines translated and written
-        for window in windows(read_lines(source, name), WINDOW_BATCHES * decode.max_sentences):
-            results = translate(model, tokenizer, window, window_cfg)
-            texts = [
-                [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
-                for hyps in results
-            ]
-            lines = format_output(texts, decode.nbest, first=done)
-            try:
-                out.write("".join(f"{line}\n" for line in lines))
-                out.flush()
-            except OSError as e:
-                raise UsageError(f"cannot write output={job.output}: {e.strerror}") from e
-            done += len(window)
+        out = Output(job.output, job.input)
+        try:
+            translate_lines(job, decode, source, out)
+        except BaseException as e:
+            kept = out.abandon()
+            if kept and isinstance(e, (UsageError, CheckpointError, DataError)):
+                e.args = (f"{e}{kept}",)  # still one line
+            elif kept:
+                print(f"{PROG}: {kept.removeprefix('; ')}", file=sys.stderr)
+            raise
+        out.finish()
+
+
+def translate_lines(
+    job: TranslateJobConfig, decode: DecodeConfig, source: BinaryIO, out: Output
+) -> None:
+    """Load the model, then translate and write the source a window at a time."""
+    from rpr_nmt.decode import decoding_model, translate
+    from rpr_nmt.model import resolve_device
+
+    device = resolve_device(decode.device)
+    loaded = load_model(job, device)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    model = decoding_model(model.eval(), decode.precision)  # cast once, not per window
+    window_cfg = replace(decode, precision="fp32")  # the model is at its precision already
+    name = "stdin" if job.input == "-" else f"input={job.input}"
+    for window in windows(read_lines(source, name), WINDOW_BATCHES * decode.max_sentences):
+        results = translate(model, tokenizer, window, window_cfg)
+        texts = [
+            [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
+            for hyps in results
+        ]
+        out.write(format_output(texts, decode.nbest, first=out.lines_done), len(window))
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="translate", version_base="1.3")

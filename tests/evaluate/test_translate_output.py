@@ -1,0 +1,52 @@
+"""rpr-nmt-translate's output=FILE: replaced only once every line is translated; a failure keeps
+the previous FILE and the translations made so far. Subprocesses on the tiny checkpoints of
+test_cli.py."""
+
+from __future__ import annotations
+
+import os
+
+from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+
+ARGS = ["decode.max_sentences=1", "decode.max_len_b=2", "input=in.en", "output=out.de"]
+
+
+def test_a_failure_keeps_the_previous_output_and_the_translations_so_far(tiny_run, tmp_path):  # noqa: F811
+    # Probe D3: output= was emptied before decoding; a failure left it 0 bytes.
+    (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
+    (tmp_path / "in.en").write_bytes(b"a man rides.\n" * 20 + b"the \xff dog.\nmore.\n")
+    out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("rpr-nmt-translate: error: input=in.en: invalid UTF-8 on line 21")
+    assert out.stderr.endswith(
+        "; output=out.de is unchanged, the translations of the 20 lines before are in "
+        "out.de.partial\n"
+    )
+    assert (tmp_path / "out.de").read_text(encoding="utf-8") == "PREVIOUS CONTENT\n"
+    assert (tmp_path / "out.de.partial").read_text(encoding="utf-8").count("\n") == 20
+
+
+def test_a_failure_before_any_translation_leaves_no_partial_file(tiny_run, tmp_path):  # noqa: F811
+    (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
+    (tmp_path / "in.en").write_text("a man rides.\n", encoding="utf-8")
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    out = cli("translate", "checkpoint=broken.pt", *ARGS, cwd=tmp_path)
+    assert out.returncode == 2 and "cannot read checkpoint broken.pt" in out.stderr
+    assert out.stderr.count("\n") == 1 and "partial" not in out.stderr
+    assert (tmp_path / "out.de").read_text(encoding="utf-8") == "PREVIOUS CONTENT\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.pt", "in.en", "out.de"]
+
+
+def test_success_replaces_the_output_keeping_its_mode(tiny_run, tmp_path):  # noqa: F811
+    (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
+    os.chmod(tmp_path / "out.de", 0o640)
+    (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
+    out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    written = (tmp_path / "out.de").read_text(encoding="utf-8")
+    assert written.count("\n") == 2 and "PREVIOUS" not in written
+    assert (tmp_path / "out.de").stat().st_mode & 0o777 == 0o640
+    assert not (tmp_path / "out.de.partial").exists()
+    out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS[:3], "output=/dev/null",
+              cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr  # a device is written directly
