@@ -10,15 +10,22 @@ override ("mismatched input '='") and splits a list item at its commas. The infe
     ensemble=[runs/x/a=1,b=2,runs/x/a=1,b=3]  ->  ensemble=['runs/x/a=1,b=2','runs/x/a=1,b=3']
 
 A list is cut into items so that each is the longest text between commas that names an existing
-file or folder (a piece naming none is an item by itself); a scalar value is quoted when it
-holds '=' or is an existing path with a comma. What is already quoted, holds a quote, a backslash
-or '$' (Hydra's escapes and interpolation), or needs no quoting is passed on unchanged.
+file or folder (a piece naming none is an item by itself). A value (or list item) that names an
+existing path is quoted, with Hydra's escapes, wherever Hydra would not read it whole as written:
+non-ASCII letters, quotes, brackets, braces, '#', ';', '=', ',', '${'. Any other value is quoted
+when it holds '='. What is already quoted, holds a quote, a backslash or '$' (Hydra's escapes and
+interpolation) without naming a path, or needs no quoting is passed on unchanged.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 
 # A value holding one of these is left to Hydra as written (its escapes, interpolation).
 _LEAVE = ("'", '"', "\\", "$")
@@ -31,7 +38,7 @@ def quote_path_overrides(argv: Sequence[str], keys: Iterable[str]) -> list[str]:
     out = list(argv[:1])
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") in keys and not any(c in value for c in _LEAVE):
+        if sep and key.lstrip("+~") in keys:
             arg = f"{key}={_quoted(value)}"
         out.append(arg)
     return out
@@ -43,10 +50,43 @@ def _quoted(value: str) -> str:
         items = _list_items(value[1:-1])
         if not any(_needs_quotes(item) for item in items):
             return value
-        return "[" + ",".join(f"'{item}'" for item in items) + "]"
-    if "=" in value or ("," in value and Path(value).exists()):
-        return f"'{value}'"
+        if _holds_escapes(value) and not all(Path(item).exists() for item in items):
+            return value  # quoted by hand, or Hydra's escapes: as written
+        return "[" + ",".join(_hydra_quoted(item) for item in items) + "]"
+    if Path(value).exists():
+        return value if _read_whole(value) else _hydra_quoted(value)
+    if "=" in value and not _holds_escapes(value):
+        return _hydra_quoted(value)
     return value
+
+
+def _holds_escapes(value: str) -> bool:
+    return any(c in value for c in _LEAVE)
+
+
+@cache
+def _parser() -> OverridesParser:
+    return OverridesParser.create()
+
+
+def _read_whole(value: str, in_list: bool = False) -> bool:
+    """Whether Hydra reads `key=value` (`key=[value]`: in_list) as the string `value` itself."""
+    if "${" in value:  # an interpolation to OmegaConf
+        return False
+    try:
+        override = _parser().parse_override(f"key=[{value}]" if in_list else f"key={value}")
+    except HydraException:
+        return False
+    expected = [value] if in_list else value
+    return not override.is_sweep_override() and override.value() == expected
+
+
+def _hydra_quoted(text: str) -> str:
+    """`text` in single quotes as Hydra's grammar reads it back: backslashes before a quote or
+    at the end doubled, quotes escaped, and '${' escaped so that OmegaConf does not resolve it."""
+    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    text = text.replace("'", "\\'").replace("${", "\\${")
+    return f"'{text}'"
 
 
 def _list_items(inner: str) -> list[str]:
@@ -69,4 +109,4 @@ def _list_items(inner: str) -> list[str]:
 
 
 def _needs_quotes(item: str) -> bool:
-    return "=" in item or "," in item
+    return "=" in item or "," in item or (Path(item).exists() and not _read_whole(item, True))

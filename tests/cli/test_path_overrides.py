@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
 from rpr_nmt.cli.path_overrides import quote_path_overrides
 
@@ -67,3 +68,25 @@ def test_what_hydra_reads_right_is_passed_on_unchanged(runs):
         "prog",
         "+checkpoint='x=1.pt'",
     ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ünïcödé", "quo'te", 'dq"uote', "br[ack]et", "semi;colon", "brace{x}", "hash#x",
+     "dollar${x}", "back\\slash", "trail\\", "1.0", "sp ace,a=b"],
+)  # fmt: skip
+def test_any_existing_path_reaches_hydra_whole(tmp_path, monkeypatch, name):
+    # Probe U1: such paths failed with Hydra's lexer error unless the user quoted them.
+    monkeypatch.chdir(tmp_path)
+    path = Path("paths") / name / "checkpoints" / "last.pt"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    run = str(path.parents[1])
+    other = tmp_path / "other.pt"
+    other.write_bytes(b"")
+    argv = quote_path_overrides(
+        ["prog", f"checkpoint={path}", f"input={run}", f"ensemble=[{run},{other}]"], KEYS
+    )
+    values = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(argv[1:])}
+    resolved = OmegaConf.to_container(OmegaConf.create(values), resolve=True)  # as Hydra's config
+    assert resolved == {"checkpoint": str(path), "input": run, "ensemble": [run, str(other)]}
