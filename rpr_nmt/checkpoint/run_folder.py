@@ -167,6 +167,18 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
     )  # fmt: skip
 
 
+def load_checkpoint_or_run(item: str | Path) -> TrainingState:
+    """What a command's checkpoint argument names, read as the inference commands read
+    `checkpoint=`: a checkpoint file as it is, or a run directory (or its checkpoints/ folder)
+    whose kept step checkpoints are averaged.
+
+    Raises:
+        CheckpointError: as checkpoint_paths, load_checkpoint and average_checkpoints do.
+    """
+    paths = checkpoint_paths([item])
+    return load_checkpoint(paths[0]) if len(paths) == 1 else average_checkpoints(paths)
+
+
 def average_last(checkpoint_dir: Path, n: int) -> tuple[Path, TrainingState]:
     """Average the newest `n` step checkpoints into checkpoints/averaged.pt.
 

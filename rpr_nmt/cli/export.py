@@ -2,6 +2,7 @@
 
     rpr-nmt-export runs/train/big/checkpoints/last.pt --format ctranslate2 -o exported/big
     rpr-nmt-export avg20.pt --format ctranslate2 -o exported/big-int8 --quantization int8
+    rpr-nmt-export runs/train/big -o exported/big     # a run folder: its checkpoints, averaged
 
 The folder holds the CTranslate2 model, the checkpoint's BPE model as sentencepiece.model, and
 rpr_nmt_export.json (checkpoint, step, weights, model and decode settings). Every position
@@ -19,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
+from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
 from rpr_nmt.data import DataError, Tokenizer
 from rpr_nmt.export import QUANTIZATIONS, ExportError, export_ctranslate2
 from rpr_nmt.model import Transformer, build_model
@@ -32,7 +34,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Export a checkpoint for fast inference (CTranslate2)."
     )
-    parser.add_argument("checkpoint", help="a checkpoint file (rpr-nmt-average makes averages)")
+    parser.add_argument(
+        "checkpoint",
+        help="a checkpoint file (rpr-nmt-average makes averages), or a run folder: its kept step "
+        "checkpoints, averaged (as rpr-nmt-evaluate checkpoint=RUN_DIR)",
+    )
     parser.add_argument(
         "--format", choices=["ctranslate2"], default="ctranslate2", help="the inference engine"
     )
@@ -64,8 +70,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def load_model(path: str, weights: str) -> tuple[Transformer, Tokenizer, dict]:
-    """The checkpoint's model in eval mode, its tokenizer, and the provenance to record."""
-    state = load_checkpoint(path)
+    """The checkpoint's model in eval mode, its tokenizer, and the provenance to record (a run
+    folder's kept checkpoints averaged)."""
+    state = load_checkpoint_or_run(path)
     tokenizer = Tokenizer.from_proto(state.bpe_model)
     model = build_model(
         state.config.model, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id
@@ -78,6 +85,7 @@ def load_model(path: str, weights: str) -> tuple[Transformer, Tokenizer, dict]:
     info = {
         "checkpoint": str(path),
         "step": state.step,
+        **({"averaged_from": state.averaged_from} if state.averaged_from else {}),
         "weights": "ema" if weights == "ema" and state.ema is not None else "raw",
         "model": asdict(state.config.model),
         "decode": asdict(state.config.decode),

@@ -2,6 +2,7 @@
 
     rpr-nmt-inspect runs/train/big/checkpoints/last.pt -o inspect/big
     rpr-nmt-inspect last.pt -o inspect/base --split test --sentences 500 --max-distance 32
+    rpr-nmt-inspect runs/train/big -o inspect/big    # a run folder: its kept checkpoints, averaged
 
 Writes, per stack, what the position method learned: Shaw's w^K and w^V (row norms against the
 distance -k..k, cosine similarity between rows, per layer and per head for per-head tables), T5's
@@ -22,7 +23,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 
-from rpr_nmt.checkpoint import CheckpointError, load_checkpoint
+from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
 from rpr_nmt.inspection.figures import write_inspection
 from rpr_nmt.inspection.probe import position_probe
@@ -42,7 +44,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Plot what a checkpoint's positions learned, attention by distance."
     )
-    parser.add_argument("checkpoint", help="a checkpoint file")
+    parser.add_argument(
+        "checkpoint",
+        help="a checkpoint file, or a run folder: its kept step checkpoints, averaged (as "
+        "rpr-nmt-evaluate checkpoint=RUN_DIR)",
+    )
     parser.add_argument("-o", "--output", required=True, help="folder for the PNGs and index.md")
     parser.add_argument(
         "--split", default=None, help="dev split to run (default: the run's data.valid_split)"
@@ -68,7 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> str:
     """Inspect the checkpoint; returns the path of index.md."""
-    state = load_checkpoint(args.checkpoint)
+    state = load_checkpoint_or_run(args.checkpoint)
     tokenizer = Tokenizer.from_proto(state.bpe_model)
     cfg = state.config.model
     model = build_model(cfg, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
