@@ -1,22 +1,24 @@
 """rpr-nmt-train's run folders from Hydra's side: their names, their .hydra/ record, and the
-Hydra callbacks that refuse a run folder before Hydra writes into it.
+Hydra callbacks that refuse a run folder before anything is written into it.
 
 run_folder_name, the resolver configs/hydra/train.yaml names run folders with: the override
-string, unchanged where a file system takes it (as every name did before it), shortened to a
-readable prefix and a hash of the whole where it would be longer than a file name may be (.hydra/
-overrides.yaml keeps every override).
+string, unchanged where a file system takes it (as every name did before it), with '/' written
+%2F so that a path in an override does not nest the folder, shortened to a readable prefix and a
+hash of the whole where it would be longer than a file name may be (.hydra/overrides.yaml keeps
+every override).
 
-RefuseBusyRunFolder: Hydra saves the job's .hydra/config.yaml, hydra.yaml and overrides.yaml
-before the task starts, so a second command on a busy folder (train.max_steps and
-train.max_time_minutes do not name the folder) would replace the running trainer's record of its
-settings even though the trainer's own lock (rpr_nmt.checkpoint.run_lock) then refuses it. This
-check runs first, for single runs; in a sweep each job's trainer refuses by its lock.
+The record: the job writes .hydra/config.yaml, hydra.yaml and overrides.yaml itself
+(configs/hydra/train.yaml sets hydra.output_subdir to null): write_run_record saves them as Hydra
+would and remembers what it replaced, and a refused command (another model config, a setting
+refused before training, a busy folder) puts the previous record back with restore_run_record, so
+rpr-nmt-report never labels a run with settings it did not train with. This works alike for
+single runs and every job of a sweep, in any launcher.
 
-The job writes the record itself (configs/hydra/train.yaml sets hydra.output_subdir to null):
-write_run_record saves .hydra/ as Hydra would and remembers what it replaced, and a refused
-command (a changed model config, a setting refused before training) puts the previous record back
-with restore_run_record, so rpr-nmt-report never labels a run with settings it did not train with.
-This works alike for single runs and every job of a sweep, in any launcher.
+RefuseBusyRunFolder: a run folder that is a file or read-only, or that another trainer holds
+(train.max_steps and train.max_time_minutes do not name the folder, so a second command meets a
+running one), is refused in one line before Hydra opens its log there; in a sweep, the sweep
+folder is checked likewise, and each job's trainer refuses a busy folder by its lock
+(rpr_nmt.checkpoint.run_lock).
 
 RefuseCollapsingSweep: a sweep (-m) that varies a key the run folder is not named after
 (configs/hydra/train.yaml's exclude_keys: train.max_steps, ...) would train every value in one
