@@ -21,6 +21,10 @@ class UsageError(Exception):
     """A setting on the command line that cannot work."""
 
 
+class InterruptError(Exception):
+    """Ctrl-C stopped the command; the message says what was kept."""
+
+
 def job_config(cfg: DictConfig) -> Any:
     """The composed config as its dataclass; a missing checkpoint= (without ensemble=) is a
     UsageError, not a trace, and so is giving both."""
@@ -142,9 +146,16 @@ def checked_decode_config(cfg: DecodeConfig) -> DecodeConfig:
 
 
 def exit_on_error(prog: str, run: Callable[[], None]) -> None:
-    """Run a command; a bad checkpoint, bad data or a bad setting prints one line, exit status 2."""
+    """Run a command; a bad checkpoint, bad data or a bad setting prints one line, exit status 2;
+    Ctrl-C prints one line (no traceback), exit status 130 as for any command SIGINT stops."""
     try:
         run()
     except (CheckpointError, DataError, UsageError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except InterruptError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)

@@ -11,7 +11,8 @@ it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Lines end 
 a time, in input order, so memory does not grow with the input. output=FILE is written as
 FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as it was, and the
 translations it made in FILE.partial. Errors print one line on stderr and exit with status 2; on
-a line that is not UTF-8, the translations of the lines before it are written first.
+a line that is not UTF-8, the translations of the lines before it are written first. Ctrl-C
+stops with one line saying how many lines were translated, exit status 130.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.common import (
+    InterruptError,
     UsageError,
     bracket_ensemble,
     checked_decode_config,
@@ -96,12 +98,13 @@ class Output:
 
     def write(self, lines: Sequence[str], inputs: int) -> None:
         """Write the translation lines of the next `inputs` input lines, flushed."""
+        text = "".join(f"{line}\n" for line in lines)
+        self.lines_done += inputs  # first: unbuffered, the text is out before write() returns
         try:
-            self.stream.write("".join(f"{line}\n" for line in lines))
+            self.stream.write(text)
             self.stream.flush()
         except OSError as e:
             raise UsageError(f"cannot write output={self.path}: {e.strerror}") from e
-        self.lines_done += inputs
 
     def finish(self) -> None:
         """Every line is translated: FILE.partial becomes FILE (keeping FILE's mode if it
@@ -206,6 +209,11 @@ def run(job: TranslateJobConfig) -> None:
         out = Output(job.output, job.input)
         try:
             translate_lines(job, decode, source, out)
+        except KeyboardInterrupt as e:
+            kept = out.abandon() or "; their translations are written"
+            raise InterruptError(
+                f"interrupted (Ctrl-C) after {out.lines_done} input lines{kept}"
+            ) from e
         except BaseException as e:
             kept = out.abandon()
             if kept and isinstance(e, (UsageError, CheckpointError, DataError)):

@@ -199,8 +199,9 @@ def decode_in_streams(
         yield from map(decode, batches)
         return
     torch.set_num_threads(threads // streams)
+    pool = ThreadPoolExecutor(streams, thread_name_prefix="rpr-nmt-decode")
     try:
-        with ThreadPoolExecutor(streams, thread_name_prefix="rpr-nmt-decode") as pool:
-            yield from pool.map(decode, batches)
-    finally:
+        yield from pool.map(decode, batches)
+    finally:  # on Ctrl-C (or an error), the batches not begun are dropped, not decoded first
+        pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(threads)

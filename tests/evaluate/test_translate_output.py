@@ -5,8 +5,14 @@ test_cli.py."""
 from __future__ import annotations
 
 import os
+import select
+import signal
+import time
+from pathlib import Path
 
-from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+import pytest
+
+from tests.evaluate.test_cli import cli, tiny_run, translate_process  # noqa: F401  (tiny_run)
 
 ARGS = ["decode.max_sentences=1", "decode.max_len_b=2", "input=in.en", "output=out.de"]
 
@@ -50,3 +56,42 @@ def test_success_replaces_the_output_keeping_its_mode(tiny_run, tmp_path):  # no
     out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS[:3], "output=/dev/null",
               cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr  # a device is written directly
+
+
+def lines_in(path: Path) -> int:
+    return path.read_text(encoding="utf-8").count("\n") if path.exists() else 0
+
+
+@pytest.mark.parametrize("where", ["stdout", "file"])
+def test_ctrl_c_is_one_line_and_exit_130(tiny_run, tmp_path, where):  # noqa: F811
+    # Probe C9: Ctrl-C printed a KeyboardInterrupt traceback. The input stays open: the command
+    # is waiting for line 17 when it is stopped, with one window of 16 lines translated.
+    (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
+    output = ["output=out.de"] if where == "file" else []
+    proc = translate_process(
+        tiny_run, "decode.max_sentences=1", "decode.max_len_b=2", *output, cwd=tmp_path
+    )
+    try:
+        proc.stdin.write(b"a man rides.\n" * 16)
+        proc.stdin.flush()
+        if where == "stdout":
+            assert select.select([proc.stdout], [], [], 300)[0], "no output"
+        else:
+            deadline = time.monotonic() + 300
+            while lines_in(tmp_path / "out.de.partial") < 16 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=300) == 130
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("rpr-nmt-translate: interrupted (Ctrl-C) after 16 input lines; ")
+    if where == "file":
+        assert err.endswith("output=out.de is unchanged, the translations of the 16 lines "
+                            "before are in out.de.partial\n")  # fmt: skip
+        assert (tmp_path / "out.de").read_text(encoding="utf-8") == "PREVIOUS CONTENT\n"
+        assert lines_in(tmp_path / "out.de.partial") == 16
+    else:
+        assert err.endswith("; their translations are written\n")
