@@ -171,9 +171,6 @@ def decode_settings(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
     prepared (a bad one is a SettingsError naming it), with decode.precision resolved."""
     from rpr_nmt.decode import check_decode_config, decoding_precision
 
-    for key in ("length_penalty", "max_len_a"):
-        if not math.isfinite(getattr(cfg, key)):
-            raise SettingsError(f"decode.{key}={getattr(cfg, key)} must be a finite number")
     try:
         check_decode_config(cfg)
         return replace(cfg, precision=decoding_precision(cfg.precision, device))
