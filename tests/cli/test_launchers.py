@@ -230,6 +230,9 @@ def test_a_sweep_of_two_runs_goes_through_the_launcher(tmp_path, preset):
     assert sorted(found) == ["seed_1", "seed_2"]
     assert all(s["steps"] == 1 and s["world_size"] == 1 for s in found.values())
     assert found["seed_1"]["final_train_loss"] != found["seed_2"]["final_train_loss"]
+    for seed in (1, 2):  # each job wrote its own record (rpr_nmt.cli.run_folder)
+        overrides = (sweep / f"seed_{seed}" / ".hydra" / "overrides.yaml").read_text()
+        assert f"train.seed={seed}" in overrides
     if preset == "submitit_local_cpu":  # the runs went through submitit's executor
         assert list((sweep / ".submitit").glob("*/*_result.pkl"))
 
