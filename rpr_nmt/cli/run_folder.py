@@ -212,8 +212,12 @@ def collapsing_sweep_overrides(config: DictConfig) -> list[str]:
 
     The experiment's hydra.sweeper.params come first and the command line after, as the basic
     sweeper reads them; the last override of a key is the one that counts, so a single value on
-    the command line (train.max_steps=1400) is no sweep.
+    the command line (train.max_steps=1400) is no sweep. A hydra.sweep.subdir that names the key
+    (`steps_${train.max_steps}`) or the job's number gives each value its own folder.
     """
+    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir", ""))
+    if "job.num" in subdir or "job.id" in subdir:
+        return []
     name = config.hydra.job.config.override_dirname
     excluded = set(name.exclude_keys)
     params = config.hydra.sweeper.get("params") or {}
@@ -229,6 +233,7 @@ def collapsing_sweep_overrides(config: DictConfig) -> list[str]:
         for key, o in last.items()
         if o.is_sweep_override()
         and key in excluded
+        and f"${{{key}}}" not in subdir
         and key not in _PLACING_KEYS
         and not key.startswith(_PLACING_PREFIX)
     ]

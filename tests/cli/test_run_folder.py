@@ -54,6 +54,9 @@ def test_experiment_sweeps_and_single_values_are_not_refused():
     RefuseCollapsingSweep().on_multirun_start(config)  # returns
     config = multirun_config(["experiment=ablate_k,ablate_terms", "hydra.sweep.dir=a,b"])
     assert collapsing_sweep_overrides(config) == []  # they place runs, in other folders
+    for subdir in ("steps_${train.max_steps}", "${hydra.job.num}"):  # a folder per value
+        config = multirun_config(["train.max_steps=10,20"], (f"hydra.sweep.subdir={subdir}",))
+        assert collapsing_sweep_overrides(config) == []
 
 
 def test_the_refusal_comes_before_anything_trains(tmp_path):
