@@ -12,7 +12,8 @@ a time, in input order, so memory does not grow with the input. output=FILE is w
 FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as it was, and the
 translations it made in FILE.partial. Errors print one line on stderr and exit with status 2; on
 a line that is not UTF-8, the translations of the lines before it are written first. Ctrl-C
-stops with one line saying how many lines were translated, exit status 130.
+stops with one line saying how many lines were translated, exit status 130. A line longer than
+max_input_tokens BPE tokens (default 1024) stops the run with its number, as a bad line does.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import hydra
 from omegaconf import DictConfig
@@ -40,9 +41,9 @@ from rpr_nmt.cli.common import (
     job_config,
     load_model,
 )
-from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.config_store import CONFIG_DIR, TranslateCommandConfig
 from rpr_nmt.cli.path_overrides import quote_path_overrides
-from rpr_nmt.config import DecodeConfig, TranslateJobConfig
+from rpr_nmt.config import DecodeConfig
 from rpr_nmt.data import DataError
 from rpr_nmt.data.textfile import BOM
 
@@ -52,6 +53,10 @@ PATH_KEYS = ("checkpoint", "ensemble", "input", "output")
 # Lines translated (and held) at a time: this many batches of decode.max_sentences. Enough for
 # length-sorted batches to pad little; memory stays flat however long the input.
 WINDOW_BATCHES = 16
+# Bytes of an input line read per BPE token of max_input_tokens: generous (a piece is at most 16
+# characters of at most 4 bytes), so that a line is refused by its token count, while a line
+# without end (a file without newlines, input=/dev/zero) is refused before it fills memory.
+BYTES_PER_TOKEN = 64
 
 
 def open_input(path: str) -> BinaryIO:
@@ -137,17 +142,25 @@ class Output:
                 f"{self.lines_done} lines before are in {self.partial}")  # fmt: skip
 
 
-def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+def read_lines(stream: BinaryIO, name: str, max_bytes: int | None = None) -> Iterator[str]:
     """The input's lines, one at a time, split on "\\n" only (not str.splitlines, which also
     splits on form feed, NEL and U+2028 inside a line), one trailing "\\r" removed, and a byte
-    order mark opening the input dropped.
+    order mark opening the input dropped. At most `max_bytes` of a line are read (None: any).
 
     Raises:
-        UsageError: a line is not valid UTF-8 (raised when that line is reached, so that the
-            lines before it can be translated first); it names the line and the byte.
+        UsageError: a line is not valid UTF-8, or longer than `max_bytes` (raised when that line
+            is reached, so that the lines before it can be translated first); it names the line.
     """
     offset = 0
-    for number, raw in enumerate(stream, start=1):
+    size = -1 if max_bytes is None else max_bytes + 1  # one byte more: its newline, or too long
+    for number, raw in enumerate(iter(lambda: stream.readline(size), b""), start=1):
+        if max_bytes is not None and len(raw) > max_bytes and not raw.endswith(b"\n"):
+            raise UsageError(
+                f"{name} line {number} is longer than {max_bytes} bytes, more than "
+                f"max_input_tokens={max_bytes // BYTES_PER_TOKEN} BPE tokens can hold; the "
+                f"{number - 1} lines before it are translated; split the line, or raise "
+                "max_input_tokens"
+            )
         if number == 1 and raw.startswith(BOM):  # a byte order mark is not text
             raw, offset = raw[len(BOM) :], len(BOM)
         try:
@@ -162,6 +175,22 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
         offset += len(raw)
         line = line[:-1] if line.endswith("\n") else line
         yield line[:-1] if line.endswith("\r") else line
+
+
+def within_limit(lines: Iterator[str], tokenizer: Any, max_tokens: int, name: str) -> Iterator[str]:
+    """The lines, each checked to encode to at most `max_tokens` BPE tokens (EOS not counted).
+
+    Raises:
+        UsageError: a longer line, when it is reached (the lines before it are translated).
+    """
+    for number, line in enumerate(lines, start=1):
+        if line.strip() and (n := len(tokenizer.encode(line))) > max_tokens:
+            raise UsageError(
+                f"{name} line {number} has {n} BPE tokens, more than max_input_tokens="
+                f"{max_tokens}; the {number - 1} lines before it are translated; split the "
+                "line, or raise max_input_tokens"
+            )
+        yield line
 
 
 def windows(lines: Iterator[str], size: int) -> Iterator[list[str]]:
@@ -196,10 +225,12 @@ def format_output(
     ]
 
 
-def run(job: TranslateJobConfig) -> None:
+def run(job: TranslateCommandConfig) -> None:
     """Translate the input a window of lines at a time, each window written in input order
     before the next is read; output=FILE is replaced only once every line is translated."""
     decode = checked_decode_config(job.decode)
+    if job.max_input_tokens < 1:
+        raise UsageError(f"max_input_tokens={job.max_input_tokens}: give at least 1, e.g. 1024")
     for member in job.ensemble or [job.checkpoint]:  # a missing file fails before input is read
         checkpoints_of(member)
     with ExitStack() as files:
@@ -225,7 +256,7 @@ def run(job: TranslateJobConfig) -> None:
 
 
 def translate_lines(
-    job: TranslateJobConfig, decode: DecodeConfig, source: BinaryIO, out: Output
+    job: TranslateCommandConfig, decode: DecodeConfig, source: BinaryIO, out: Output
 ) -> None:
     """Load the model, then translate and write the source a window at a time."""
     from rpr_nmt.decode import decoding_model, translate
@@ -237,7 +268,10 @@ def translate_lines(
     model = decoding_model(model.eval(), decode.precision)  # cast once, not per window
     window_cfg = replace(decode, precision="fp32")  # the model is at its precision already
     name = "stdin" if job.input == "-" else f"input={job.input}"
-    for window in windows(read_lines(source, name), WINDOW_BATCHES * decode.max_sentences):
+    limit = job.max_input_tokens
+    lines = read_lines(source, name, max_bytes=limit * BYTES_PER_TOKEN)
+    lines = within_limit(lines, tokenizer, limit, name)
+    for window in windows(lines, WINDOW_BATCHES * decode.max_sentences):
         results = translate(model, tokenizer, window, window_cfg)
         texts = [
             [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]

@@ -5,6 +5,7 @@ test_cli.py."""
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import time
@@ -95,3 +96,33 @@ def test_ctrl_c_is_one_line_and_exit_130(tiny_run, tmp_path, where):  # noqa: F8
         assert lines_in(tmp_path / "out.de.partial") == 16
     else:
         assert err.endswith("; their translations are written\n")
+
+
+def test_a_line_longer_than_max_input_tokens_stops_the_run_with_its_number(tiny_run, tmp_path):  # noqa: F811
+    # Probe C8: no per-line cap; a document without line breaks could exhaust memory.
+    text = "a man rides.\nthe dog.\n\n" + "a man rides a red bike " * 40 + "\nmore.\n"
+    args = [f"checkpoint={tiny_run['a']}", "decode.max_len_b=2"]
+    out = cli("translate", *args, "max_input_tokens=50", cwd=tmp_path, stdin=text)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert re.fullmatch(
+        r"rpr-nmt-translate: error: stdin line 4 has \d+ BPE tokens, more than "
+        r"max_input_tokens=50; the 3 lines before it are translated; split the line, or raise "
+        r"max_input_tokens\n",
+        out.stderr,
+    )
+    assert out.stdout.count("\n") == 3  # the lines before it
+    out = cli("translate", *args, "max_input_tokens=2", cwd=tmp_path, stdin="x" * 200 + "\n")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "stdin line 1 is longer than 128 bytes, more than max_input_tokens=2" in out.stderr
+    out = cli("translate", *args, "max_input_tokens=0", cwd=tmp_path, stdin="a man.\n")
+    assert "error: max_input_tokens=0: give at least 1" in out.stderr
+
+
+def test_an_input_without_line_ends_is_refused_by_the_default_limit(tiny_run, tmp_path):  # noqa: F811
+    # Probe C8: input=/dev/zero read one endless line until memory ran out.
+    out = cli("translate", f"checkpoint={tiny_run['a']}", "input=/dev/zero", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert (
+        "input=/dev/zero line 1 is longer than 65536 bytes, more than max_input_tokens=1024 "
+        "BPE tokens can hold; the 0 lines before it are translated" in out.stderr
+    )
