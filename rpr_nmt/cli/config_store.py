@@ -58,10 +58,42 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("or_default"):
         # Run folders are named after the overrides; an empty override list gets a name too.
         OmegaConf.register_new_resolver("or_default", lambda value, default: value or default)
+    if not OmegaConf.has_resolver("claim_run_dir"):
+        # rpr-nmt-evaluate and -score name their folder after the second they start: two
+        # commands started in the same second must not share it (configs/hydra/evaluate.yaml).
+        OmegaConf.register_new_resolver("claim_run_dir", claim_run_dir)
     if not OmegaConf.has_resolver("if_native_bf16"):
         # A preset's value by the hardware (configs/train/demo.yaml): the first where the device
         # that "auto" picks computes bf16 natively, the second elsewhere.
         OmegaConf.register_new_resolver("if_native_bf16", if_native_bf16)
+
+
+_CLAIMED: dict[str, str] = {}  # base -> the folder this process claimed for it
+
+
+def claim_run_dir(base: str) -> str:
+    """A new folder for this command: `base` itself when no other command has it, else the first
+    of base_2, base_3, ... that is free. Creating the folder is what claims it (mkdir is atomic),
+    so commands started in the same second, in parallel, each get their own. The same base asked
+    again by this process (Hydra may resolve the setting twice) gives the same folder."""
+    if base in _CLAIMED:
+        return _CLAIMED[base]
+    try:
+        Path(base).parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return base  # Hydra says why when it creates the folder
+    folder, number = base, 1
+    while True:
+        try:
+            Path(folder).mkdir()
+        except FileExistsError:
+            number += 1
+            folder = f"{base}_{number}"
+            continue
+        except OSError:
+            return folder  # as above: Hydra's error names it
+        _CLAIMED[base] = folder
+        return folder
 
 
 def if_native_bf16(native: Any, otherwise: Any) -> Any:
