@@ -16,12 +16,12 @@ that would silently do nothing or build something else than the config says:
 A new run (new_run=True, the trainer's check) is refused a few more settings, which build a model
 but make no sense to train; a checkpoint trained with one before these checks still loads:
 
+    share_relative_across_heads=true with rope or alibi (no per-head tables to share)
     rope_base inf, max_positions past MAX_POSITIONS, t5_max_distance past int32
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
-as they always did; nor, yet, share_relative_across_heads=true with rope or alibi, which does
-nothing there too: model=transformer_big sets it for every method, and positions=rope and alibi
-do not reset it as positions=t5 does, so refusing it would refuse those presets together.
+as they always did. model=transformer_big sets share_relative_across_heads=true (for Shaw), so
+positions=rope, alibi and t5 reset it to false.
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def position_problem(
         return _new_run_problem(
             absolute=absolute, relative=relative, max_positions=max_positions,
             rope_base=rope_base, t5_max_distance=t5_max_distance,
+            share_relative_across_heads=share_relative_across_heads,
         )  # fmt: skip
     return None
 
@@ -167,8 +168,14 @@ def _new_run_problem(
     max_positions: int,
     rope_base: float,
     t5_max_distance: int,
+    share_relative_across_heads: bool,
 ) -> str | None:
     """The settings a new run is refused though a model builds with them; None if fine."""
+    if share_relative_across_heads and relative in ("rope", "alibi"):
+        return (
+            f"model.share_relative_across_heads=true with model.relative_positions={relative}, "
+            "which has no per-head tables to share: set it to false"
+        )
     if relative == "rope" and not math.isfinite(rope_base):
         return f"model.rope_base={rope_base} must be a finite number above 1 (10000 in Su et al.)"
     if absolute == "learned" and max_positions > MAX_POSITIONS:

@@ -147,3 +147,18 @@ def test_an_odd_d_head_is_named_when_rope_dims_was_left_unset():
             "model.rope_dims to an even number in 2..14"
         )
     check_model_settings(replace(cfg, rope_dims=14))  # the second way out works
+
+
+@pytest.mark.parametrize("method", ["rope", "alibi"])
+def test_sharing_tables_across_heads_is_refused_where_there_are_none(method):
+    _refused_for_a_new_run_only(
+        dict(relative_positions=method, max_relative_position=0, share_relative_across_heads=True),
+        f"model.share_relative_across_heads=true with model.relative_positions={method}, which "
+        "has no per-head tables to share: set it to false",
+    )
+    # Shaw's toggles beside no relative method select nothing, as they always did (the big
+    # model's sinusoid-only baseline shares its absent tables).
+    check_model_settings(
+        ModelConfig(**{**TINY, "sinusoidal": True, "max_relative_position": 0,
+                       "share_relative_across_heads": True})
+    )  # fmt: skip
