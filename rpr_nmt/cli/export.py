@@ -22,6 +22,7 @@ from dataclasses import asdict
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
+from rpr_nmt.cli.run_folder import describe_os_error
 from rpr_nmt.data import DataError, Tokenizer
 from rpr_nmt.export import QUANTIZATIONS, ExportError, export_ctranslate2
 from rpr_nmt.model import Transformer, build_model
@@ -109,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (CheckpointError, DataError, ExportError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # -o under a file, on a read-only file system, ...
+        if e.filename is None:
+            raise
+        print(f"{PROG}: error: {describe_os_error(e, {'-o': args.output})}", file=sys.stderr)
         return 2
     print(
         f"exported {args.checkpoint} (step {info['step']}, {info['weights']} weights) to {out} "

@@ -25,6 +25,7 @@ from dataclasses import asdict, replace
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
+from rpr_nmt.cli.run_folder import describe_os_error
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
 from rpr_nmt.inspection.figures import write_inspection
 from rpr_nmt.inspection.probe import position_probe
@@ -111,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         index = run(args)
     except (CheckpointError, DataError, InspectError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # -o under a file, on a read-only file system, ...
+        if e.filename is None:
+            raise
+        print(f"{PROG}: error: {describe_os_error(e, {'-o': args.output})}", file=sys.stderr)
         return 2
     print(f"wrote {index}")
     return 0

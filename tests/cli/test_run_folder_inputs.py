@@ -48,3 +48,13 @@ def test_export_and_inspect_take_a_run_folder(tmp_path, tiny_checkpoint, capsys)
     assert (tmp_path / "inspected" / "index.md").is_file()
     assert export.main([str(tmp_path / "empty"), "-o", str(tmp_path / "x")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
+
+
+def test_an_output_folder_under_a_file_is_one_line(tmp_path, tiny_checkpoint, capsys):
+    # Probe C5/C6 for these commands: -o on a read-only mount or under a file was a traceback.
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    for main, extra in ((export.main, []), (inspect.main, ["--sentences", "2"])):
+        assert main([str(tiny_checkpoint), "-o", str(afile / "out"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{afile} is a file, not a folder: give another -o" in err
