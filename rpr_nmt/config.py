@@ -194,6 +194,9 @@ class ScoreJobConfig(SplitChoiceConfig):
 class TranslateJobConfig(ModelChoiceConfig):
     input: str = "-"  # file of raw source sentences, "-" = stdin
     output: str = "-"  # file for translations, "-" = stdout
+    # longest input line in BPE tokens, e.g. 1024: a longer line stops the run with its number
+    # (lines are read at most 64 bytes per token, so that one line cannot exhaust memory)
+    max_input_tokens: int = 1024
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 

@@ -10,7 +10,6 @@ interpolation resolved.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +30,12 @@ from rpr_nmt.config import (
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 
 
-@dataclass
-class TranslateCommandConfig(TranslateJobConfig):
-    """rpr-nmt-translate's settings: TranslateJobConfig and the input line limit (a field that
-    belongs in TranslateJobConfig in rpr_nmt/config.py, and can move there as it is)."""
-
-    # longest input line in BPE tokens, e.g. 1024: a longer line stops the run with its number
-    # (lines are read at most 64 bytes per token, so that one line cannot exhaust memory)
-    max_input_tokens: int = 1024
-
-
 def register_configs() -> None:
     """Store the primary and group schemas; register the run-folder name resolver. Idempotent."""
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainJobConfig)
     cs.store(name="evaluate_schema", node=EvaluateJobConfig)
-    cs.store(name="translate_schema", node=TranslateCommandConfig)
+    cs.store(name="translate_schema", node=TranslateJobConfig)
     cs.store(name="score_schema", node=ScoreJobConfig)
     for group, node in (
         ("data", DataConfig),

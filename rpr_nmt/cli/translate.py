@@ -41,9 +41,9 @@ from rpr_nmt.cli.common import (
     job_config,
     load_model,
 )
-from rpr_nmt.cli.config_store import CONFIG_DIR, TranslateCommandConfig
+from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.path_overrides import quote_path_overrides
-from rpr_nmt.config import DecodeConfig
+from rpr_nmt.config import DecodeConfig, TranslateJobConfig
 from rpr_nmt.data import DataError
 from rpr_nmt.data.textfile import BOM
 
@@ -225,7 +225,7 @@ def format_output(
     ]
 
 
-def run(job: TranslateCommandConfig) -> None:
+def run(job: TranslateJobConfig) -> None:
     """Translate the input a window of lines at a time, each window written in input order
     before the next is read; output=FILE is replaced only once every line is translated."""
     decode = checked_decode_config(job.decode)
@@ -256,7 +256,7 @@ def run(job: TranslateCommandConfig) -> None:
 
 
 def translate_lines(
-    job: TranslateCommandConfig, decode: DecodeConfig, source: BinaryIO, out: Output
+    job: TranslateJobConfig, decode: DecodeConfig, source: BinaryIO, out: Output
 ) -> None:
     """Load the model, then translate and write the source a window at a time."""
     from rpr_nmt.decode import decoding_model, translate

@@ -19,8 +19,14 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 import rpr_nmt.cli.run_folder  # noqa: F401  the run-folder name resolver, as rpr-nmt-train has it
-from rpr_nmt.cli.config_store import CONFIG_DIR
-from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.config import (
+    DataConfig,
+    DecodeConfig,
+    ModelConfig,
+    TrainConfig,
+    TranslateJobConfig,
+)
 from tests.conftest import REPO
 
 GROUPS = {
@@ -265,6 +271,14 @@ def test_score_reads_fp32_whatever_the_decode_preset():
     for preset in options("decode"):
         cfg = compose_job("score", [f"decode={preset}", "by_length=true"])
         assert cfg.decode.precision == "fp32" and cfg.by_length and cfg.bounds[0] == 1
+
+
+def test_translate_reads_its_input_line_limit_into_translate_job_config():
+    # max_input_tokens lived in a subclass in cli/config_store.py; the schema is rpr_nmt/config.py.
+    assert TranslateJobConfig().max_input_tokens == 1024
+    for overrides, limit in (([], 1024), (["max_input_tokens=50"], 50)):
+        job = to_job_config(compose_job("translate", overrides))
+        assert type(job) is TranslateJobConfig and job.max_input_tokens == limit
 
 
 def test_translate_writes_no_files_of_its_own():
