@@ -1,5 +1,11 @@
 """Every setting the published sweeps trained still trains bit-identically to the code that did.
 
+The study of which stack needs word order (experiment=where_positions) reuses the position study's
+runs with each method in both stacks, and the one without positions, beside new runs with a method
+in one stack: sound only if today's code trains them as the code of the position study did
+(commit 2a4b32e, whose tree trained its RoPE runs). STUDY_CASES check that in fp32 and in bf16,
+the precision those runs trained in.
+
 The position study (issue 34) reuses the published sinusoid, Shaw and "none" runs beside new cells,
 which is sound only if today's code trains those settings exactly as the code before the position
 axes did (commit d7f0f88). Each case trains 50 fp32 updates of transformer_tiny with seed 1 twice,
@@ -24,6 +30,7 @@ import pytest
 from tests.train.conftest import make_corpus
 
 BEFORE_AXES = "d7f0f88"  # the last commit before absolute_positions / relative_positions
+POSITION_STUDY = "2a4b32e"  # the tree of experiment=compare_positions' runs (RoPE seed 1 on)
 REPO = Path(__file__).resolve().parents[2]
 
 # Published settings, as their sweeps set them: FAST in make test, SLOW with -m slow.
@@ -43,6 +50,18 @@ SLOW = {
 }
 CASES = [pytest.param(n, o, id=n) for n, o in FAST.items()]
 CASES += [pytest.param(n, o, id=n, marks=pytest.mark.slow) for n, o in SLOW.items()]
+# The position study's rows that experiment=where_positions reuses, as where_positions names them.
+STUDY = {
+    "sinusoid": ["positions=absolute", "model.positions_in=both"],
+    "shaw_k16": ["positions=relative_k16", "model.positions_in=both"],
+    "rope": ["positions=rope", "model.positions_in=both"],
+    "none": ["positions=none"],
+}
+STUDY_CASES = [
+    pytest.param(n, o, p, id=f"{n}-{p}", marks=[pytest.mark.slow] if p == "bf16" else [])
+    for n, o in STUDY.items()
+    for p in ("fp32", "bf16")
+]
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
@@ -56,17 +75,27 @@ def _has_commit(commit: str) -> bool:
     )
 
 
-@pytest.fixture(scope="module")
-def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The package and configs of commit d7f0f88, unpacked from git."""
-    if not _has_commit(BEFORE_AXES):
-        pytest.skip(f"needs git and commit {BEFORE_AXES} (a clone with its history)")
-    archive = _git("archive", "--format=tar", BEFORE_AXES, "rpr_nmt", "configs")
+def unpack(commit: str, root: Path) -> Path:
+    """The package and configs of `commit`, unpacked from git into `root`."""
+    if not _has_commit(commit):
+        pytest.skip(f"needs git and commit {commit} (a clone with its history)")
+    archive = _git("archive", "--format=tar", commit, "rpr_nmt", "configs")
     assert archive.returncode == 0, archive.stderr.decode()
-    root = tmp_path_factory.mktemp("before_axes")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(root, filter="data")
     return root
+
+
+@pytest.fixture(scope="module")
+def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package and configs of commit d7f0f88."""
+    return unpack(BEFORE_AXES, tmp_path_factory.mktemp("before_axes"))
+
+
+@pytest.fixture(scope="module")
+def study_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package and configs of commit 2a4b32e."""
+    return unpack(POSITION_STUDY, tmp_path_factory.mktemp("position_study"))
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +103,16 @@ def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_corpus(tmp_path_factory.mktemp("corpus"), n_train=600)
 
 
-def train_losses(tree: Path, overrides: list[str], corpus: Path, out: Path) -> dict[str, list]:
-    """50 fp32 updates with `tree`'s code (the package imported from its folder): every loss."""
+def train_losses(
+    tree: Path, overrides: list[str], corpus: Path, out: Path, precision: str = "fp32"
+) -> dict[str, list]:
+    """50 updates with `tree`'s code (the package imported from its folder): every loss."""
     command = [
         sys.executable, "-m", "rpr_nmt.cli.train",
         "data=local", f"data.root={corpus}", f"data.cache_dir={out / 'cache'}",
         "data.vocab_size=200", "model=transformer_tiny", "train.device=cpu",
         "train.max_tokens=600", "train.warmup_steps=10", "train.schedule=inverse_sqrt",
-        "train.lr=0.003", "train.seed=1", "train.precision=fp32", "train.max_steps=50",
+        "train.lr=0.003", "train.seed=1", f"train.precision={precision}", "train.max_steps=50",
         "train.log_every=1", "train.valid_every=50", "train.save_every=50",
         "train.valid_bleu=false", "train.evaluate_at_end=false", f"hydra.run.dir={out / 'run'}",
         *overrides,
@@ -99,5 +130,17 @@ def test_a_published_setting_trains_as_before_the_axes(
 ) -> None:
     before = train_losses(old_tree, overrides, corpus_root, tmp_path / "before")
     now = train_losses(REPO, overrides, corpus_root, tmp_path / "now")
+    assert len(before["train"]) == 50 and len(before["valid"]) == 1
+    assert now == before  # every loss equal as a float, not approximately
+
+
+@pytest.mark.parametrize("name, overrides, precision", STUDY_CASES)
+def test_the_position_studys_rows_train_as_they_did(
+    name: str, overrides: list[str], precision: str, study_tree: Path, corpus_root: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    now_only = [o for o in overrides if not o.startswith("model.positions_in")]  # 2a4b32e lacks it
+    before = train_losses(study_tree, now_only, corpus_root, tmp_path / "before", precision)
+    now = train_losses(REPO, overrides, corpus_root, tmp_path / "now", precision)
     assert len(before["train"]) == 50 and len(before["valid"]) == 1
     assert now == before  # every loss equal as a float, not approximately
