@@ -15,6 +15,7 @@ from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths, step_checkpoin
 from rpr_nmt.cli.config_store import to_job_config, unknown_settings
 from rpr_nmt.config import MISSING, DecodeConfig, ModelChoiceConfig
 from rpr_nmt.data import DataError
+from rpr_nmt.decode.constraints import PositionLimitError
 
 
 class UsageError(Exception):
@@ -146,11 +147,12 @@ def checked_decode_config(cfg: DecodeConfig) -> DecodeConfig:
 
 
 def exit_on_error(prog: str, run: Callable[[], None]) -> None:
-    """Run a command; a bad checkpoint, bad data or a bad setting prints one line, exit status 2;
-    Ctrl-C prints one line (no traceback), exit status 130 as for any command SIGINT stops."""
+    """Run a command; a bad checkpoint, bad data, a bad setting or a sentence longer than a
+    learned position table prints one line, exit status 2; Ctrl-C prints one line (no
+    traceback), exit status 130 as for any command SIGINT stops."""
     try:
         run()
-    except (CheckpointError, DataError, UsageError) as e:
+    except (CheckpointError, DataError, UsageError, PositionLimitError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except InterruptError as e:

@@ -11,8 +11,9 @@ Prints sacreBLEU, chrF and TER, each with its signature (nrefs:3 with two extra 
 sacrebleu's multi-reference scores), and the paper-style tokenized BLEU; writes
 hyp_<split>.txt and eval_<split>.json into Hydra's run directory (the JSON records the weights
 used: "ema" or "raw", "raw" too where weights=ema meets a checkpoint without a weight average).
-A missing or unreadable checkpoint, bad data or impossible decode settings print one line on
-stderr and exit with status 2.
+A missing or unreadable checkpoint, bad data, impossible decode settings or a source sentence
+longer than a learned position table (named by its line) print one line on stderr and exit with
+status 2.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ PATH_KEYS = ("checkpoint", "ensemble", "data_root", "extra_references")
 
 def run(job: EvaluateJobConfig, out_dir: str) -> None:
     """Load, decode, score, print and write the files."""
-    from rpr_nmt.data import read_parallel_text
+    from rpr_nmt.data import DataError, read_parallel_text
+    from rpr_nmt.decode.constraints import PositionLimitError
     from rpr_nmt.evaluate import evaluate_split
     from rpr_nmt.model import resolve_device
 
@@ -57,12 +59,15 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
     print(f"{PROG}: {loaded.description}; {data_cfg.name} {split}, "
           f"{len(sources)} sentences; {setup} on {device}", flush=True)  # fmt: skip
-    scores = evaluate_split(
-        loaded.model, loaded.tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir, split,
-        checkpoint=loaded.checkpoint, ensemble=loaded.ensemble, extra_refs=extra_refs,
-        reference_files=job.extra_references, log=print,
-        weights={"weights": loaded.weights_record, "weights_asked": job.weights},
-    )  # fmt: skip
+    try:
+        scores = evaluate_split(
+            loaded.model, loaded.tokenizer, sources, refs, decode, data_cfg.tgt_lang, out_dir,
+            split, checkpoint=loaded.checkpoint, ensemble=loaded.ensemble, extra_refs=extra_refs,
+            reference_files=job.extra_references, log=print,
+            weights={"weights": loaded.weights_record, "weights_asked": job.weights},
+        )  # fmt: skip
+    except PositionLimitError as e:  # before any sentence is decoded; names the split's line
+        raise DataError(f"{data_cfg.name} split '{split}' {e}") from e
     print(f"BLEU = {scores.bleu:.2f}  {scores.signature}")
     print(f"chrF = {scores.chrf:.2f}  {scores.chrf_signature}")
     print(f"TER = {scores.ter:.2f}  {scores.ter_signature}")

@@ -12,7 +12,8 @@ corpus figures, the weights used, "ema" or "raw", and with by_length=true the pe
 source-length bucket and by target position, also printed as tables) into Hydra's run
 directory. <name> is the split, or "pairs"
 for source=/reference= and pairs=. Bad input (a missing file, files of different line counts, an
-empty reference line, a pairs line without " ||| ") prints one line on stderr, exit status 2.
+empty reference line, a pairs line without " ||| ", a sentence longer than a learned position
+table) prints one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -122,6 +123,15 @@ def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[
     return split, sources, refs
 
 
+def where_read(job: ScoreJobConfig, name: str, side: str) -> str:
+    """Where the `side` ("source" or "reference") of the pairs was read, to name in a message."""
+    if job.pairs is not None:
+        return "stdin" if job.pairs == "-" else f"pairs={job.pairs}"
+    if job.source is not None:
+        return f"source={job.source}" if side == "source" else f"reference={job.reference}"
+    return f"split '{name}'"
+
+
 def checked_bounds(bounds: Sequence[int]) -> list[int]:
     """bounds= when they rise strictly from at least 1 (UsageError otherwise)."""
     bounds = list(bounds)
@@ -132,6 +142,7 @@ def checked_bounds(bounds: Sequence[int]) -> list[int]:
 
 def run(job: ScoreJobConfig, out_dir: str) -> None:
     """Load, read the pairs, score, print and write the files."""
+    from rpr_nmt.decode.constraints import PositionLimitError
     from rpr_nmt.decode.forced import score_references
     from rpr_nmt.evaluate import likelihood
     from rpr_nmt.model import resolve_device
@@ -144,7 +155,10 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     print(f"{PROG}: {loaded.description}; {name}, {len(sources)} pairs; "
           f"{decode.precision} on {device}", flush=True)  # fmt: skip
     start = time.perf_counter()
-    scores = score_references(loaded.model, loaded.tokenizer, sources, refs, decode)
+    try:
+        scores = score_references(loaded.model, loaded.tokenizer, sources, refs, decode)
+    except PositionLimitError as e:  # before any pair is scored; names the line and the file
+        raise DataError(f"{where_read(job, name, e.side)} {e}") from e
     seconds = time.perf_counter() - start
     corpus = likelihood.corpus_perplexity(scores)
     record = {

@@ -13,7 +13,8 @@ FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as i
 translations it made in FILE.partial. Errors print one line on stderr and exit with status 2; on
 a line that is not UTF-8, the translations of the lines before it are written first. Ctrl-C
 stops with one line saying how many lines were translated, exit status 130. A line longer than
-max_input_tokens BPE tokens (default 1024) stops the run with its number, as a bad line does.
+max_input_tokens BPE tokens (default 1024) stops the run with its number, as a bad line does;
+so does a line longer than a learned position table (positions=learned, model.max_positions).
 """
 
 from __future__ import annotations
@@ -260,6 +261,7 @@ def translate_lines(
 ) -> None:
     """Load the model, then translate and write the source a window at a time."""
     from rpr_nmt.decode import decoding_model, translate
+    from rpr_nmt.decode.constraints import PositionLimitError
     from rpr_nmt.model import resolve_device
 
     device = resolve_device(decode.device)
@@ -272,12 +274,25 @@ def translate_lines(
     lines = read_lines(source, name, max_bytes=limit * BYTES_PER_TOKEN)
     lines = within_limit(lines, tokenizer, limit, name)
     for window in windows(lines, WINDOW_BATCHES * decode.max_sentences):
-        results = translate(model, tokenizer, window, window_cfg)
-        texts = [
-            [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
-            for hyps in results
-        ]
-        out.write(format_output(texts, decode.nbest, first=out.lines_done), len(window))
+        try:
+            results = translate(model, tokenizer, window, window_cfg, first_line=out.lines_done + 1)
+        except PositionLimitError as e:  # the lines before it first, as for a bad line
+            assert e.line is not None  # translate() numbers its lines
+            fits = window[: e.line - 1 - out.lines_done]
+            if fits:
+                write_translations(translate(model, tokenizer, fits, window_cfg), tokenizer,
+                                   decode.nbest, out)  # fmt: skip
+            raise UsageError(f"{name} {e}; the {e.line - 1} lines before it are translated") from e
+        write_translations(results, tokenizer, decode.nbest, out)
+
+
+def write_translations(results: Sequence[Any], tokenizer: Any, nbest: int, out: Output) -> None:
+    """The n-best lists of the next input lines, detokenised, written in input order."""
+    texts = [
+        [(" ".join(tokenizer.decode(h.tokens).splitlines()), h.score) for h in hyps]
+        for hyps in results
+    ]
+    out.write(format_output(texts, nbest, first=out.lines_done), len(results))
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="translate", version_base="1.3")

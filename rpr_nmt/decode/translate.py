@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.beam import Hypothesis, beam_search
+from rpr_nmt.decode.constraints import check_sources_fit, position_limits
 from rpr_nmt.decode.greedy import greedy_search
 from rpr_nmt.model import Transformer
 from rpr_nmt.precision import resolve_precision
@@ -143,6 +144,8 @@ def translate(
     tokenizer: TextTokenizer,
     sentences: Sequence[str],
     cfg: DecodeConfig,
+    *,
+    first_line: int = 1,
 ) -> list[list[Hypothesis]]:
     """Translate raw sentences; results come back in input order.
 
@@ -152,6 +155,7 @@ def translate(
         tokenizer: BPE tokenizer of the model (encode / decode, pad_id / bos_id / eos_id).
         sentences: raw source sentences.
         cfg: beam size, length penalty and limits, n-best, batch size, streams, precision.
+        first_line: the input line of sentences[0] (1-based), for the error naming a line.
 
     Returns:
         Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first. A blank
@@ -159,6 +163,8 @@ def translate(
 
     Raises:
         ValueError: a setting that cannot work (check_decode_config).
+        PositionLimitError: a source longer than a learned encoder table, the first such one,
+            named by its line before any sentence is decoded.
     """
     check_decode_config(cfg)
     special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
@@ -166,6 +172,10 @@ def translate(
     model = decoding_model(model.eval(), cfg.precision)
     todo = [i for i, s in enumerate(sentences) if s.strip()]  # blank lines stay blank
     encoded = [tokenizer.encode(sentences[i]) + [tokenizer.eos_id] for i in todo]
+    # All at once before batching: a long line in a length-sorted batch was found by the model,
+    # halfway through the work, without its line.
+    lines = [first_line + i for i in todo]
+    check_sources_fit([len(e) for e in encoded], position_limits(model)[0], lines=lines)
     streams = cfg.streams if device.type == "cpu" else 1
     # A few sentences are split so that every stream has a batch: max_sentences is an upper bound.
     per_batch = min(cfg.max_sentences, max(1, -(-len(encoded) // streams)))

@@ -70,5 +70,17 @@ def test_translation_refuses_a_long_source_as_a_position_limit_error(tokenizer, 
     cfg = DecodeConfig(beam_size=beam_size, streams=1)
     short = ["a man rides on the street", "the dog"]
     assert len(translate(model, tokenizer, short, cfg)) == 2  # capped at 19 tokens: no error
-    with pytest.raises(PositionLimitError, match=r"^a source of \d+ positions is longer"):
+    with pytest.raises(PositionLimitError, match=r"^line 3: a source of \d+ positions is longer"):
         translate(model, tokenizer, [*short, " ".join(WORDS * 2)], cfg)
+
+
+def test_translation_checks_every_source_before_decoding_and_names_the_first_long_line(tokenizer):
+    # Found in a length-sorted batch, the first long line in input order was not the one named
+    # (a longer one later sorts first), and nothing said which line it was.
+    model = learned(tokenizer, 20)
+    long, longer = " ".join(WORDS * 2), " ".join(WORDS * 3)
+    sentences = ["a man", "", long, "the dog", longer]
+    with pytest.raises(PositionLimitError) as error:
+        translate(model, tokenizer, sentences, DecodeConfig(streams=1), first_line=101)
+    assert (error.value.line, error.value.positions) == (103, positions(tokenizer, long))
+    assert str(error.value).startswith(f"line 103: a source of {positions(tokenizer, long)} ")
