@@ -36,6 +36,7 @@ log = logging.getLogger("rpr_nmt.train")
 def main(cfg: DictConfig) -> None:
     """Train one job of the composed config in Hydra's output directory."""
     from rpr_nmt.data import DataError
+    from rpr_nmt.decode.constraints import PositionLimitError
     from rpr_nmt.train import DivergenceError, SettingsError, train
 
     rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -52,7 +53,7 @@ def main(cfg: DictConfig) -> None:
     record = write_run_record(cfg, run_dir) if rank0 else None
     try:
         summary = train(to_job_config(cfg), run_dir, stop_file=stop)
-    except (DataError, CheckpointError, SettingsError) as e:
+    except (DataError, CheckpointError, SettingsError, PositionLimitError) as e:
         if record is not None:
             restore_run_record(record)
         print(f"rpr-nmt-train: error: {e}", file=sys.stderr)

@@ -148,6 +148,22 @@ def check_learned_table_fits(
     )
 
 
+def check_test_split_fits(config: TrainJobConfig, tokenizer: Tokenizer) -> None:
+    """Refuse, before training, a learned encoder table shorter than a test source that the
+    evaluation at the end of training would decode (SettingsError naming its line). The test
+    split is read only then; one that cannot be read is left to that evaluation to name."""
+    from rpr_nmt.data import DataError
+    from rpr_nmt.train.validation import check_evaluated_sources_fit, encoder_table_rows
+
+    if not config.train.evaluate_at_end or encoder_table_rows(config.model) is None:
+        return
+    try:
+        sources, _ = read_parallel_text(config.data, config.data.test_split)
+    except DataError:
+        return
+    check_evaluated_sources_fit(config, tokenizer, config.data.test_split, sources, run_dir=None)
+
+
 def _longest_row(ragged: Ragged) -> int:
     """The longest row of a Ragged, block by block (its offsets may be memory-mapped)."""
     offsets, block = ragged.offsets, 1 << 20
@@ -253,6 +269,8 @@ def load_training_data(
         ctx.barrier()
     check_learned_table_fits(config.model, data_cfg, data.splits)
     tok = data.tokenizer
+    if not (run_dir / "checkpoints" / "last.pt").exists():  # a new run: refused before training
+        check_test_split_fits(config, tok)
     batching = dict(
         max_tokens=cfg.max_tokens, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
         seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size,

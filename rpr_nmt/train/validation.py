@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
@@ -20,9 +20,11 @@ import torch
 from torch import nn
 
 from rpr_nmt.checkpoint import average_last
-from rpr_nmt.config import DecodeConfig, TrainJobConfig
+from rpr_nmt.config import DecodeConfig, ModelConfig, TrainJobConfig
+from rpr_nmt.decode.constraints import PositionLimitError, check_sources_fit
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.ema import WeightAverage
+from rpr_nmt.train.errors import SettingsError
 from rpr_nmt.train.loss import label_smoothed_loss
 from rpr_nmt.train.monitor import perplexity
 from rpr_nmt.train.rng import rng_state, set_rng_state
@@ -113,6 +115,59 @@ def validation_bleu(
     return float(score_corpus(hypotheses, references, tgt_lang).bleu)
 
 
+def encoder_table_rows(model: ModelConfig) -> int | None:
+    """Rows of the model's learned encoder position table; None when the encoder reads every
+    position (any other method, or learned positions in the decoder only)."""
+    learned = model.absolute_positions == "learned" and model.positions_in != "decoder"
+    return model.max_positions if learned else None
+
+
+def check_evaluated_sources_fit(
+    config: TrainJobConfig,
+    tokenizer: Any,
+    split: str,
+    sources: Sequence[str],
+    *,
+    run_dir: Path | None,
+) -> None:
+    """Refuse a source of a split the end of training evaluates that is longer than a learned
+    encoder table: no evaluation of this model can translate it (the table's size is the
+    model's), so the message says what to do instead of a traceback from the model.
+
+    Args:
+        config: the run's config (its model's table, its data's name).
+        tokenizer: the run's BPE tokenizer.
+        split: the split's name, for the message.
+        sources: its raw source sentences.
+        run_dir: the run folder once trained (its checkpoints are kept); None before training.
+
+    Raises:
+        SettingsError: one line naming the split, the line and what to do.
+    """
+    rows = encoder_table_rows(config.model)
+    if rows is None:
+        return
+    lengths = [len(tokenizer.encode(s)) + 1 for s in sources]  # ids + EOS, as decoding reads them
+    try:
+        check_sources_fit(lengths, rows, lines=range(1, len(sources) + 1))
+    except PositionLimitError as e:
+        n = e.positions
+        if run_dir is None:
+            fix = f"raise model.max_positions to at least {n}, or set train.evaluate_at_end=false"
+        else:
+            fix = (
+                f"the checkpoints in {run_dir / 'checkpoints'} are kept: evaluate another split "
+                f"(rpr-nmt-evaluate checkpoint={run_dir} split=...), or train a new run with "
+                f"model.max_positions of at least {n} to evaluate this one"
+            )
+        raise SettingsError(
+            f"{config.data.name} split '{split}' line {e.line}: a source of {n} positions is "
+            f"longer than the learned position table (model.max_positions={rows}): the "
+            f"evaluation at the end of training cannot translate it, nor can rpr-nmt-evaluate "
+            f"with this model; {fix}"
+        ) from e
+
+
 def evaluate_at_end(
     model: nn.Module,
     tokenizer: Any,
@@ -126,17 +181,24 @@ def evaluate_at_end(
     Returns:
         Summary entries: each number or string of each split's Scores, prefixed by the role:
         valid_bleu, test_bleu, test_chrf, ...
+
+    Raises:
+        SettingsError: a source of either split is longer than a learned encoder table (checked
+            before either is decoded; the checkpoints in out_dir stay as they are).
     """
     from rpr_nmt.data import read_parallel_text
     from rpr_nmt.evaluate import evaluate_split
 
     data_cfg = config.data
     decode_cfg = replace(config.decode, device=device.type)
+    splits = {"valid": data_cfg.valid_split, "test": data_cfg.test_split}
+    texts = {role: read_parallel_text(data_cfg, split) for role, split in splits.items()}
+    for role, (sources, _) in texts.items():
+        check_evaluated_sources_fit(config, tokenizer, splits[role], sources, run_dir=out_dir)
     entries: dict[str, Any] = {}
     with preserved_rng_and_mode(model):
-        for role in ("valid", "test"):
-            split = data_cfg.valid_split if role == "valid" else data_cfg.test_split
-            sources, references = read_parallel_text(data_cfg, split)
+        for role, (sources, references) in texts.items():
+            split = splits[role]
             scores = evaluate_split(
                 model, tokenizer, sources, references, decode_cfg, data_cfg.tgt_lang, out_dir,
                 split, checkpoint=checkpoint, log=log.info,

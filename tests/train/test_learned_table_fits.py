@@ -5,6 +5,8 @@ the longest sentence, model.max_positions and the fix; one that holds the data t
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 
@@ -13,7 +15,7 @@ from rpr_nmt.data import EncodedCorpus, Ragged, prepare_data
 from rpr_nmt.train import SettingsError, train
 from rpr_nmt.train.setup import check_learned_table_fits
 
-from .conftest import compose_config
+from .conftest import compose_config, run_train, tiny_overrides
 
 LEARNED = dict(absolute_positions="learned", max_relative_position=0, relative_positions="none")
 QUIET = ("train.evaluate_at_end=false",)
@@ -88,3 +90,61 @@ def test_a_table_that_holds_the_data_trains_and_validates_within_it(corpus, cach
     assert summary["steps"] == 4
     valid = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert any("bleu" in row for row in valid if row["kind"] == "valid")
+
+
+@pytest.fixture(scope="module")
+def long_test_corpus(corpus, tmp_path_factory):
+    """The tiny corpus whose test split's line 5 is longer than any table that holds the rest."""
+    root = tmp_path_factory.mktemp("long_test")
+    for path in corpus.iterdir():
+        shutil.copy(path, root / path.name)
+    for lang, word in (("en", "dog"), ("de", "hund")):
+        lines = (root / f"test.{lang}").read_text(encoding="utf-8").splitlines()
+        lines[4] = " ".join([word] * 80)
+        (root / f"test.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_a_new_run_refuses_a_test_source_past_the_table_before_training(
+    long_test_corpus, cache_dir, tmp_path
+):
+    rows = longest_positions(long_test_corpus, cache_dir)
+    table = ("positions=learned", f"model.max_positions={rows}", "train.max_steps=4")
+    config = compose_config(long_test_corpus, cache_dir, *table)
+    with pytest.raises(SettingsError) as error:
+        train(config, tmp_path / "run")
+    assert re.fullmatch(
+        rf"local split 'test' line 5: a source of \d+ positions is longer than the learned "
+        rf"position table \(model\.max_positions={rows}\): the evaluation at the end of training "
+        r"cannot translate it, nor can rpr-nmt-evaluate with this model; raise "
+        r"model\.max_positions to at least \d+, or set train\.evaluate_at_end=false",
+        str(error.value),
+    )
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    train(compose_config(long_test_corpus, cache_dir, *table, *QUIET), tmp_path / "quiet")
+
+
+def test_the_evaluation_at_the_end_names_a_long_test_source_and_keeps_the_checkpoints(
+    long_test_corpus, cache_dir, tmp_path
+):
+    """A run trained before the check above (here: without the final evaluation) and rerun with
+    it: rpr-nmt-train says which test line and what to do in one line, exit 2; it was a
+    traceback after the checkpoints were saved."""
+    rows = longest_positions(long_test_corpus, cache_dir)
+    table = ("positions=learned", f"model.max_positions={rows}", "train.max_steps=4")
+    run_dir = tmp_path / "run"
+    train(compose_config(long_test_corpus, cache_dir, *table, *QUIET), run_dir)
+    saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    out = run_train(tiny_overrides(long_test_corpus, cache_dir, run_dir, *table))
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    error = out.stderr.splitlines()[-1]  # after the progress bar's
+    assert re.fullmatch(
+        rf"rpr-nmt-train: error: local split 'test' line 5: a source of \d+ positions is longer "
+        rf"than the learned position table \(model\.max_positions={rows}\): .*; the checkpoints "
+        rf"in {re.escape(str(run_dir / 'checkpoints'))} are kept: evaluate another split "
+        rf"\(rpr-nmt-evaluate checkpoint={re.escape(str(run_dir))} split=\.\.\.\), or train a new "
+        r"run with model\.max_positions of at least \d+ to evaluate this one",
+        error,
+    )
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == saved
