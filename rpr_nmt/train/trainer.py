@@ -34,6 +34,7 @@ from rpr_nmt.checkpoint import (
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data.cache import remove_stale_temporaries
 from rpr_nmt.train import rng
+from rpr_nmt.train.compiler import check_compiler
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
 from rpr_nmt.train.ema import WeightAverage, evaluation_weights
 from rpr_nmt.train.errors import DivergenceError, SettingsError
@@ -135,6 +136,7 @@ class Trainer:
         check_settings(cfg)
         check_model_settings(self.config.model)
         check_longest_pair_fits(self.config)
+        check_compiler(cfg.compile, ctx.device)
         self.requested_precision = cfg.precision
         cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
         self.config.decode = decode_settings(self.config.decode, ctx.device)
