@@ -7,7 +7,7 @@ A run directory (or its checkpoints/ folder) contributes its newest step_XXXXXXX
 given directly are averaged as they are; all must translate one language pair. The result keeps
 the newest checkpoint's config and BPE model, so that rpr-nmt-evaluate and rpr-nmt-translate
 load it like any other checkpoint. An existing -o file (a run's own last.pt, say) is replaced
-only with --force.
+only with --force; an -o under a file or on a read-only file system is one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from rpr_nmt.checkpoint import (
     save_checkpoint,
 )
 from rpr_nmt.checkpoint.inference import check_one_direction
+from rpr_nmt.cli.run_folder import describe_os_error, folder_problem
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -51,9 +52,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def check_output(path: Path, *, force: bool) -> None:
-    """Refuse an -o that exists, unless it is a file and `force` (CheckpointError, one line)."""
+    """Refuse an -o that exists, unless it is a file and `force`, and one whose folder cannot be
+    written in (under a file, read-only): CheckpointError, one line, before any averaging."""
     if path.is_dir():
         raise CheckpointError(f"-o {path} is a folder: name the checkpoint file to write")
+    if problem := folder_problem(path.parent):
+        raise CheckpointError(f"-o {path}: {problem}: give another -o")
     if path.exists() and not force:
         raise CheckpointError(
             f"-o {path} exists: choose another file, or pass --force to replace it"
@@ -71,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = save_checkpoint(averaged, args.output)
     except CheckpointError as e:
         print(f"rpr-nmt-average: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # what check_output could not foresee, e.g. a folder made read-only since
+        if e.filename is None:
+            raise
+        print(f"rpr-nmt-average: error: {describe_os_error(e, {'-o': args.output})}",
+              file=sys.stderr)  # fmt: skip
         return 2
     print(f"averaged {len(paths)} checkpoints (steps up to {averaged.step}) into {out}")
     for path in paths:

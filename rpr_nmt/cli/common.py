@@ -9,10 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint import CheckpointError, checkpoint_paths, step_checkpoints
 from rpr_nmt.cli.config_store import to_job_config, unknown_settings
+from rpr_nmt.cli.run_folder import folder_problem
 from rpr_nmt.config import MISSING, DecodeConfig, ModelChoiceConfig
 from rpr_nmt.data import DataError
 from rpr_nmt.decode.constraints import PositionLimitError
@@ -24,6 +27,23 @@ class UsageError(Exception):
 
 class InterruptError(Exception):
     """Ctrl-C stopped the command; the message says what was kept."""
+
+
+class RefuseUnwritableRunFolder(Callback):
+    """on_run_start: exit with status 2 and one line naming hydra.run.dir when it cannot be
+    written in (a file, or under one; a read-only file system), before Hydra creates it and opens
+    its log there (configs/evaluate.yaml, configs/score.yaml)."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        HydraConfig.instance().set_config(config)  # hydra.run.dir interpolates ${hydra:...}
+        path = config.hydra.run.dir
+        if problem := folder_problem(path):
+            print(f"{self.prog}: error: hydra.run.dir={path}: {problem}: give a folder that can "
+                  "be written in (hydra.run.dir=...)", file=sys.stderr)  # fmt: skip
+            sys.exit(2)
 
 
 def job_config(cfg: DictConfig) -> Any:

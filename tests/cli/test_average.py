@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rpr_nmt.checkpoint import load_checkpoint
@@ -43,3 +45,34 @@ def test_checkpoints_of_opposite_directions_are_not_averaged(tiny_run, tmp_path,
         "they translate different language pairs; average only models of one direction\n"
     )
     assert not out.exists()
+
+
+def test_an_output_under_a_file_or_on_a_read_only_folder_is_one_line(
+    tiny_run,
+    tmp_path,
+    capsys,
+    monkeypatch,  # noqa: F811
+):
+    # Probe C5/C6: -o under a file, or on a read-only mount, was a traceback after averaging.
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    assert main([str(tiny_run["a"]), "-o", str(afile / "avg.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"rpr-nmt-average: error: -o {afile / 'avg.pt'}: {afile} is a file, not a folder: give "
+        "another -o\n"
+    )
+
+    class ReadOnly:  # chmod does not stop root: the file system's answer is stood in for
+        f_flag = os.ST_RDONLY
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    monkeypatch.setattr(os, "access", lambda path, mode: not str(path).startswith(str(ro)))
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
+    for out in (ro / "avg.pt", ro / "new" / "avg.pt"):
+        assert main([str(tiny_run["a"]), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"{ro} is on a read-only file system: give another -o" in err
+    assert list(ro.iterdir()) == []
