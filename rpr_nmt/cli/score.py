@@ -152,6 +152,9 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     device = resolve_device(decode.device)
     loaded = load_model(job, device)
     name, sources, refs = read_input(job, loaded.config)
+    if not sources:  # a perplexity of nothing is NaN, not a measure
+        raise DataError(f"{where_read(job, name, 'source')}: no pairs to score; give at least "
+                        "one `source ||| reference` pair")  # fmt: skip
     print(f"{PROG}: {loaded.description}; {name}, {len(sources)} pairs; "
           f"{decode.precision} on {device}", flush=True)  # fmt: skip
     start = time.perf_counter()

@@ -23,7 +23,7 @@ from rpr_nmt.decode.forced import SentenceScore
 class Perplexity:
     """Pooled figures of a set of reference tokens."""
 
-    perplexity: float  # exp(nll_per_token); nan when there are no tokens
+    perplexity: float  # exp(nll_per_token); nan when there are no tokens (null in the JSON)
     nll_per_token: float  # mean negative log-probability (nats) per reference token
     tokens: int  # reference tokens scored, EOS included
     sentences: int  # sentences they come from
@@ -98,5 +98,18 @@ def write_scores(
     ]
     text_path, json_path = out / f"score_{name}.txt", out / f"score_{name}.json"
     text_path.write_text("".join(lines), encoding="utf-8")
-    json_path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    json_path.write_text(json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n",
+                         encoding="utf-8")  # fmt: skip
     return text_path, json_path
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinite float (an empty bucket's perplexity) as None: JSON has
+    no NaN, and strict readers (JavaScript's JSON.parse) refuse the file that writes one."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

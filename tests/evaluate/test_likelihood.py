@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 
@@ -60,3 +61,19 @@ def test_write_scores_one_line_per_sentence_and_the_json(tmp_path):
         "-1.0000 ||| -0.5000 -0.5000",
     ]
     assert json.loads(record.read_text()) == {"perplexity": 4.0}
+
+
+def test_an_empty_bucket_is_null_in_the_json_not_nan(tmp_path):
+    # Probe K2: by_length=true wrote "perplexity": NaN for an empty bucket; JSON.parse refuses it.
+    scores = [SentenceScore([5, 3], [-1.0, -0.5], -1.5, 4)]
+    buckets = [asdict(f) for f in by_source_length(scores, [1, 11])]
+    assert math.isnan(buckets[1]["perplexity"])
+    _, json_path = write_scores(tmp_path, "pairs", scores, {"by_source_length": buckets})
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} in {json_path}")
+
+    record = json.loads(json_path.read_text(), parse_constant=refuse)
+    assert record["by_source_length"][1]["perplexity"] is None
+    assert record["by_source_length"][1]["tokens"] == 0
+    assert record["by_source_length"][0]["perplexity"] == pytest.approx(math.exp(0.75))

@@ -66,9 +66,10 @@ def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):  # noqa: F
         (["split=test", "pairs=-"], "", "give one input"),
         (["bounds=[5,1]"], "", "bounds=[5, 1]"),
         (["source=nothere.en", "reference=short.de"], "", "nothere.en"),
+        (["pairs=-"], "", "stdin: no pairs to score"),  # probe K2: perplexity = nan, exit 0
     ],
     ids=["line_counts", "empty_reference", "empty_stdin_reference", "no_separator",
-         "source_alone", "two_inputs", "bad_bounds", "missing_file"],
+         "source_alone", "two_inputs", "bad_bounds", "missing_file", "no_pairs"],
 )  # fmt: skip
 def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin, message):  # noqa: F811
     (tmp_path / "in.en").write_text("a man.\nthe dog.\n", encoding="utf-8")
