@@ -12,8 +12,8 @@ corpus figures, the weights used, "ema" or "raw", and with by_length=true the pe
 source-length bucket and by target position, also printed as tables) into Hydra's run
 directory. <name> is the split, or "pairs"
 for source=/reference= and pairs=. Bad input (a missing file, files of different line counts, an
-empty reference line, a pairs line without " ||| ", a sentence longer than a learned position
-table) prints one line on stderr, exit status 2.
+empty reference or source line, a pairs line without " ||| " or with more than one, a sentence
+longer than a learned position table) prints one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ def read_pairs_file(path: str) -> tuple[list[str], list[str]]:
                 f"{where} line {number}: no ' ||| ' between source and reference in {line[:60]!r}; "
                 "write each pair as `source ||| reference`"
             )
+        if line.count(SEPARATOR) > 1:  # which ' ||| ' divides the pair cannot be known
+            raise DataError(
+                f"{where} line {number}: more than one ' ||| ' in {line[:60]!r}; write each pair "
+                "as `source ||| reference`, one ' ||| ' a line (or use source= and reference=)"
+            )
         source, ref = line.split(SEPARATOR, 1)
         sources.append(source.strip())
         refs.append(ref.strip())
@@ -88,13 +93,19 @@ def read_file_pair(source: str, reference: str) -> tuple[list[str], list[str]]:
     return sources, refs
 
 
-def check_references(refs: Sequence[str], where: str) -> None:
-    """Refuse an empty reference line: it would score only an EOS, which measures nothing."""
+def check_references(refs: Sequence[str], where: str, sources: Sequence[str] = ()) -> None:
+    """Refuse an empty reference line: it would score only an EOS, which measures nothing; and
+    an empty source line: its reference would be scored as the translation of nothing."""
     for number, ref in enumerate(refs, start=1):
         if not ref.strip():
             raise DataError(
                 f"{where}: reference line {number} is empty; remove the pair or give its "
                 "translation"
+            )
+    for number, source in enumerate(sources, start=1):
+        if not source.strip():
+            raise DataError(
+                f"{where}: source line {number} is empty; remove the pair or give its source"
             )
 
 
@@ -110,16 +121,17 @@ def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[
         raise UsageError("give one input: split=NAME, source=FILE reference=FILE, or pairs=FILE")
     if job.pairs is not None:
         sources, refs = read_pairs_file(job.pairs)
-        check_references(refs, "stdin" if job.pairs == "-" else job.pairs)
+        check_references(refs, "stdin" if job.pairs == "-" else job.pairs, sources)
         return "pairs", sources, refs
     if files:
         sources, refs = read_file_pair(job.source, job.reference)
         check_references(refs, job.reference)
+        check_references([], job.source, sources)
         return "pairs", sources, refs
     data_cfg = data_config(job, trained.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
-    check_references(refs, f"{data_cfg.name} split '{split}'")
+    check_references(refs, f"{data_cfg.name} split '{split}'", sources)
     return split, sources, refs
 
 

@@ -67,9 +67,14 @@ def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):  # noqa: F
         (["bounds=[5,1]"], "", "bounds=[5, 1]"),
         (["source=nothere.en", "reference=short.de"], "", "nothere.en"),
         (["pairs=-"], "", "stdin: no pairs to score"),  # probe K2: perplexity = nan, exit 0
+        # Probe K8: the reference was "B ||| C", and a blank source was scored.
+        (["pairs=-"], "a. ||| b.\nA ||| B ||| C\n", "stdin line 2: more than one ' ||| ' in"),
+        (["pairs=-"], "a man. ||| ein mann.\n ||| der hund.\n", "stdin: source line 2 is empty"),
+        (["source=blank.de", "reference=in.en"], "", "blank.de: source line 2 is empty"),
     ],
     ids=["line_counts", "empty_reference", "empty_stdin_reference", "no_separator",
-         "source_alone", "two_inputs", "bad_bounds", "missing_file", "no_pairs"],
+         "source_alone", "two_inputs", "bad_bounds", "missing_file", "no_pairs", "two_separators",
+         "empty_stdin_source", "empty_source"],
 )  # fmt: skip
 def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin, message):  # noqa: F811
     (tmp_path / "in.en").write_text("a man.\nthe dog.\n", encoding="utf-8")
