@@ -223,12 +223,20 @@ class CorpusText:
         from rpr_nmt.data import DataError, read_parallel_text
 
         data_cfg = run.data_config()
-        if data_cfg.source == "local" and not Path(data_cfg.root).is_dir():
+        root = Path(data_cfg.root)
+        if data_cfg.source == "local" and not root.is_dir():
+            relative = (
+                ""
+                if root.is_absolute()
+                else f" (a relative root is read from the folder the report runs in, {Path.cwd()}: "
+                "run the report from the folder the run trained in if its root was not "
+                "${oc.env:RPR_NMT_DATA,...})"
+            )
             raise DataError(
                 f"the corpus of {run.path} is not found: its data.root is {data_cfg.root} here, "
                 "not a folder. The report reads references from it: set RPR_NMT_DATA to the "
-                f"folder holding {Path(data_cfg.root).name}/, or give --significance none for a "
-                "report without tests or verdicts"
+                f"folder holding {root.name}/{relative}, or give --significance none for a report "
+                "without tests or verdicts"
             )
         key = (repr(data_cfg), split)
         if key not in self._read:

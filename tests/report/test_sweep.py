@@ -222,3 +222,18 @@ def test_negative_samples_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--samples", "-5", str(tmp_path)])
     assert stop.value.code == 2 and "-5 is negative" in capsys.readouterr().err
+
+
+def test_a_relative_corpus_root_says_where_it_was_looked_for(tmp_path, capsys, monkeypatch):
+    """Probe U6: data=local's root (data/local) is relative; from another folder the report's
+    advice to set RPR_NMT_DATA alone could not help."""
+    make_run(tmp_path / "sweep", 16, 1, 27.0)
+    config_path = tmp_path / "sweep" / "model.max_relative_position=16,train.seed=1" / ".hydra"
+    config = yaml.safe_load((config_path / "config.yaml").read_text())
+    config["data"] = {"source": "local", "root": "data/local", "test_split": "test"}
+    (config_path / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    assert main([str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err
+    assert f"a relative root is read from the folder the report runs in, {tmp_path}" in err
+    assert err.count("\n") == 1
