@@ -166,10 +166,11 @@ def resolve_precision(
         if not found.native:
             # A CPU is found not native by the probe alone, so its slowdown is measured already.
             measured = f"{found.slowdown:.0f}x" if found.slowdown else "much"
+            article = "an" if found.reason[:1].upper() in "AEIOU" else "a"  # an AVX2 CPU
             log.warning(
-                "%s=bf16 on a %s: bf16 matmuls run %s slower than fp32 here; "
+                "%s=bf16 on %s %s: bf16 matmuls run %s slower than fp32 here; "
                 "use %s=auto (fp32 on this CPU) or %s=fp32",
-                key, found.reason, measured, key, key,
+                key, article, found.reason, measured, key, key,
             )  # fmt: skip
     return precision
 

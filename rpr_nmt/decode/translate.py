@@ -70,12 +70,24 @@ def check_decode_config(cfg: DecodeConfig) -> None:
 DECODE_PRECISIONS = ("auto", "fp32", "bf16")
 
 
+# Device types on which decode.precision=bf16 was checked (and warned about when it is not
+# native) in this process: a command resolves the setting up to three times (its config, the
+# evaluation's record, the model's cast), and one warning says it.
+_BF16_CHECKED: set[str] = set()
+
+
 def decoding_precision(precision: str, device: torch.device) -> str:
     """decode.precision as decoding on `device` uses it: "auto" is bf16 where the device computes
-    it natively, else fp32 (rpr_nmt/precision.py); "fp32" and "bf16" as given."""
+    it natively, else fp32 (rpr_nmt/precision.py); "fp32" and "bf16" as given, bf16 on a device
+    without native bf16 after one warning per process."""
     if precision not in DECODE_PRECISIONS:
         raise ValueError(f"decode.precision must be one of {DECODE_PRECISIONS}, got {precision!r}")
-    return resolve_precision(precision, device, key="decode.precision")
+    if precision == "bf16" and device.type in _BF16_CHECKED:
+        return precision
+    resolved = resolve_precision(precision, device, key="decode.precision")
+    if precision == "bf16":
+        _BF16_CHECKED.add(device.type)
+    return resolved
 
 
 def decoding_model(model: Transformer, precision: str) -> Transformer:
