@@ -147,14 +147,20 @@ def read_lines(stream: BinaryIO, name: str, max_bytes: int | None = None) -> Ite
     """The input's lines, one at a time, split on "\\n" only (not str.splitlines, which also
     splits on form feed, NEL and U+2028 inside a line), one trailing "\\r" removed, and a byte
     order mark opening the input dropped. At most `max_bytes` of a line are read (None: any).
+    The first line with a "\\r" inside (a file with CR line ends) is warned about on stderr.
 
     Raises:
         UsageError: a line is not valid UTF-8, or longer than `max_bytes` (raised when that line
             is reached, so that the lines before it can be translated first); it names the line.
     """
-    offset = 0
+    offset, warned = 0, False
     size = -1 if max_bytes is None else max_bytes + 1  # one byte more: its newline, or too long
     for number, raw in enumerate(iter(lambda: stream.readline(size), b""), start=1):
+        if not warned and b"\r" in raw.rstrip(b"\r\n"):  # old Mac line ends: one long line
+            warned = True
+            print(f"{PROG}: warning: {name} line {number} holds carriage returns (\\r) but lines "
+                  "end at \\n only, so it is translated as one line; for CR line ends, convert "
+                  "the input first: tr '\\r' '\\n'", file=sys.stderr)  # fmt: skip
         if max_bytes is not None and len(raw) > max_bytes and not raw.endswith(b"\n"):
             raise UsageError(
                 f"{name} line {number} is longer than {max_bytes} bytes, more than "

@@ -126,3 +126,20 @@ def test_an_input_without_line_ends_is_refused_by_the_default_limit(tiny_run, tm
         "input=/dev/zero line 1 is longer than 65536 bytes, more than max_input_tokens=1024 "
         "BPE tokens can hold; the 0 lines before it are translated" in out.stderr
     )
+
+
+def test_carriage_returns_inside_a_line_are_warned_about_once(tiny_run, tmp_path):  # noqa: F811
+    # Probe K10: a file with CR-only line ends became one line, without a word.
+    (tmp_path / "mac.en").write_bytes(b"a man.\rthe dog.\ra child.\r")
+    out = cli("translate", f"checkpoint={tiny_run['a']}", "input=mac.en", "decode.beam_size=1",
+              "decode.max_len_b=2", cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 1
+    assert out.stderr == (
+        "rpr-nmt-translate: warning: input=mac.en line 1 holds carriage returns (\\r) but lines "
+        "end at \\n only, so it is translated as one line; for CR line ends, convert the input "
+        "first: tr '\\r' '\\n'\n"
+    )
+    crlf = cli("translate", f"checkpoint={tiny_run['a']}", "decode.beam_size=1",
+               "decode.max_len_b=2", cwd=tmp_path, stdin="a man.\r\nthe dog.\r\n")  # fmt: skip
+    assert crlf.returncode == 0 and crlf.stderr == "" and len(crlf.stdout.splitlines()) == 2
