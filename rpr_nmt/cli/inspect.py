@@ -13,7 +13,8 @@ split (how far each layer actually looks), and how well a linear probe reads eac
 position from each layer's states on them (fitted on the even sentences, scored on the odd).
 inspect.json holds the numbers, index.md lists the files with summary tables.
 The split is read with the checkpoint's data settings (--data-root overrides a local corpus'
-folder). Errors print one line and exit with status 2.
+folder). An -o folder that holds anything is refused; --force replaces a previous inspection
+there (its files alone). Errors print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
@@ -65,6 +67,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--weights", choices=["ema", "raw"], default="ema", help="ema: the weight average, if any"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a previous inspection in -o (its figures and numbers; no other folder)",
+    )
     args = parser.parse_args(argv)
     if args.sentences < 1:
         parser.error(f"--sentences must be at least 1, got {args.sentences}")
@@ -73,8 +80,40 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# What an inspection writes (rpr_nmt/inspection/figures.py): its figures, the learned tables'
+# similarities, the numbers, the index. --force removes these from -o, nothing else.
+INSPECTION_FILES = ("*.png", "*_learned_cosine.npy", "inspect.json", "index.md")
+
+
+def check_output_dir(path: Path, *, force: bool) -> None:
+    """Refuse an -o folder that holds anything, unless `force` and it holds a previous
+    inspection (index.md and inspect.json): the figures of another model would stay beside the
+    new ones (InspectError, one line)."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not force:
+        raise InspectError(
+            f"-o {path} is not empty: choose another folder, or pass --force to replace the "
+            "inspection in it"
+        )
+    if not ((path / "index.md").is_file() and (path / "inspect.json").is_file()):
+        raise InspectError(
+            f"-o {path} holds no previous inspection (index.md, inspect.json): --force replaces "
+            "only one; choose another folder"
+        )
+
+
+def clear_inspection(path: Path) -> None:
+    """Remove the files a previous inspection wrote into `path` (INSPECTION_FILES)."""
+    for pattern in INSPECTION_FILES:
+        for file in path.glob(pattern):
+            if file.is_file():
+                file.unlink()
+
+
 def run(args: argparse.Namespace) -> str:
     """Inspect the checkpoint; returns the path of index.md."""
+    check_output_dir(Path(args.output), force=args.force)
     state = load_checkpoint_or_run(args.checkpoint)
     tokenizer = Tokenizer.from_proto(state.bpe_model)
     cfg = state.config.model
@@ -101,6 +140,7 @@ def run(args: argparse.Namespace) -> str:
     stats, positions = table_statistics(model), position_statistics(model)
     # The probe holds out half the sentences: from 2 on (one sentence still gives the rest).
     probe = position_probe(model, tokenizer, sources, targets) if len(sources) > 1 else None
+    clear_inspection(Path(args.output))  # only now: a failure above keeps the previous one
     files = write_inspection(args.output, stats, mass, about, positions, probe)
     return str(files[-1])
 
