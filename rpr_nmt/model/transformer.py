@@ -13,7 +13,7 @@ stack only (the encoder's or the decoder's), the other then sees none of its own
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -382,34 +382,14 @@ def build_model(
             f"build_model takes a ModelConfig, got {type(cfg).__name__}; "
             "build one with ModelConfig(**fields)"
         )
-    return Transformer(
-        vocab_size=vocab_size,
-        pad_id=pad_id,
-        d_model=cfg.d_model,
-        n_heads=cfg.n_heads,
-        d_ff=cfg.d_ff,
-        n_encoder_layers=cfg.n_encoder_layers,
-        n_decoder_layers=cfg.n_decoder_layers,
-        dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout,
-        relative=RelativePositions(
-            k=cfg.max_relative_position,
-            keys=cfg.relative_keys,
-            values=cfg.relative_values,
-            share_across_heads=cfg.share_relative_across_heads,
-        ),
-        sinusoidal=cfg.sinusoidal,
-        share_relative_across_layers=cfg.share_relative_across_layers,
-        tie_embeddings=cfg.tie_embeddings,
-        pre_norm=cfg.pre_norm,
-        attention_dtype=attention_dtype,
-        absolute_positions=cfg.absolute_positions,
-        max_positions=cfg.max_positions,
-        relative_positions=cfg.relative_positions,
-        rope_base=cfg.rope_base,
-        rope_dims=cfg.rope_dims,
-        rope_layout=cfg.rope_layout,
-        t5_num_buckets=cfg.t5_num_buckets,
-        t5_max_distance=cfg.t5_max_distance,
-        positions_in=cfg.positions_in,
+    fields = asdict(cfg)
+    relative = RelativePositions(
+        k=fields.pop("max_relative_position"),
+        keys=fields.pop("relative_keys"),
+        values=fields.pop("relative_values"),
+        share_across_heads=fields.pop("share_relative_across_heads"),
     )
+    return Transformer(
+        vocab_size=vocab_size, pad_id=pad_id, attention_dtype=attention_dtype, relative=relative,
+        **fields,
+    )  # fmt: skip
