@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rpr_nmt.config import position_methods, position_stacks
+from rpr_nmt.inspection.index_page import index_page
 from rpr_nmt.inspection.probe import PositionProbe
 from rpr_nmt.inspection.statistics import (
     STACKS,
@@ -126,7 +126,7 @@ def write_inspection(
     files.append(out / "inspect.json")
     files[-1].write_text(json.dumps(numbers, indent=1) + "\n")
     files.append(out / "index.md")
-    files[-1].write_text(_index(files[:-1], mass, about, probe or []))
+    files[-1].write_text(index_page(files[:-1], mass, about, probe or []))
     return files
 
 
@@ -343,68 +343,3 @@ def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return path
-
-
-def _index(
-    files: list[Path], mass: AttentionMass, about: dict[str, Any], probe: list[PositionProbe]
-) -> str:
-    """index.md: provenance, the per-layer summaries and the figures."""
-    k = about.get("max_relative_position", 0)
-    stacks = position_stacks(about)
-    lines = [
-        f"# Positions of {about.get('checkpoint', 'the model')}",
-        "",
-        "Position methods: absolute {}, relative {}".format(*position_methods(about))
-        + ("" if stacks == "both" else f", in the {stacks} only")
-        + ".",
-        "",
-        f"Step {about.get('step')}, k = {k}, tables shared across heads: "
-        f"{about.get('share_relative_across_heads')}, across layers: "
-        f"{about.get('share_relative_across_layers')}. Attention mass: {about.get('sentences')} "
-        f"sentences of split `{about.get('split')}`, distances clipped at ±{mass.max_distance}.",
-        "",
-    ]
-    for stack, m in mass.mass.items():
-        lines += [
-            f"## {stack} self-attention",
-            "",
-            "| layer | at 0 | within ±k | at the ends (±W and beyond) | mean abs distance |",
-            "|---|---|---|---|---|",
-        ]
-        distances = mass.distances
-        for layer, row in enumerate(m.mean(dim=1).tolist()):
-            within = sum(p for d, p in zip(distances, row) if abs(d) <= k)
-            ends = row[0] + row[-1] if mass.max_distance > 0 else 0.0
-            mean_abs = sum(abs(d) * p for d, p in zip(distances, row))
-            lines.append(
-                f"| {layer + 1} | {row[mass.max_distance]:.3f} | {within:.3f} | {ends:.3f} "
-                f"| {mean_abs:.2f} |"
-            )
-        lines.append("")
-    if probe:
-        lines += [
-            "## Absolute position, read by a linear probe",
-            "",
-            "Ridge regression from each token's state to its position, fitted on the even "
-            "sentences, scored on the odd ones (rpr_nmt/inspection/probe.py); layer 0 is the "
-            "embedding output. Baseline: the token embedding alone, no position.",
-            "",
-            "| stack | layer | held-out R^2 | mean abs error (positions) |",
-            "|---|---|---|---|",
-        ]
-        for p in probe:
-            lines.append(
-                f"| {p.stack} | token alone | {p.baseline_r2:.3f} | {p.baseline_mae:.2f} |"
-            )
-            for layer, (r2, mae) in enumerate(zip(p.r2, p.mae)):
-                lines.append(f"| {p.stack} | {layer} | {r2:.3f} | {mae:.2f} |")
-        lines.append("")
-    lines += ["## Files", ""]
-    for path in files:
-        if path.suffix == ".png":
-            lines += [f"### {path.stem.replace('_', ' ')}", "", f"![{path.stem}]({path.name})", ""]
-        elif path.suffix == ".npy":
-            lines += [f"- [{path.name}]({path.name}): the (N, N) similarity (numpy.load)", ""]
-        else:
-            lines += [f"- [{path.name}]({path.name}): every number shown in the figures", ""]
-    return "\n".join(lines)
