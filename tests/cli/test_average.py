@@ -8,10 +8,9 @@ import pytest
 
 from rpr_nmt.checkpoint import load_checkpoint
 from rpr_nmt.cli.average import main
-from tests.evaluate.test_cli import tiny_run  # noqa: F401  (a fixture)
 
 
-def test_an_existing_output_is_replaced_only_with_force(tiny_run, tmp_path, capsys):  # noqa: F811
+def test_an_existing_output_is_replaced_only_with_force(tiny_run, tmp_path, capsys):
     # Probe D4: -o a run's own last.pt replaced it with a weights-only file, without a word.
     out = tmp_path / "last.pt"
     out.write_bytes(tiny_run["a"].read_bytes())
@@ -28,12 +27,12 @@ def test_an_existing_output_is_replaced_only_with_force(tiny_run, tmp_path, caps
 
 
 @pytest.mark.parametrize("force", [[], ["--force"]])
-def test_a_folder_as_output_is_refused(tiny_run, tmp_path, capsys, force):  # noqa: F811
+def test_a_folder_as_output_is_refused(tiny_run, tmp_path, capsys, force):
     assert main([str(tiny_run["a"]), "-o", str(tmp_path), *force]) == 2
     assert "is a folder" in capsys.readouterr().err
 
 
-def test_checkpoints_of_opposite_directions_are_not_averaged(tiny_run, tmp_path, capsys):  # noqa: F811
+def test_checkpoints_of_opposite_directions_are_not_averaged(tiny_run, tmp_path, capsys):
     # Probe S2: an en->de and a de->en model that share a joint BPE model were averaged.
     from tests.checkpoint.test_inference import reversed_copy
 
@@ -51,7 +50,7 @@ def test_an_output_under_a_file_or_on_a_read_only_folder_is_one_line(
     tiny_run,
     tmp_path,
     capsys,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     # Probe C5/C6: -o under a file, or on a read-only mount, was a traceback after averaging.
     afile = tmp_path / "afile"

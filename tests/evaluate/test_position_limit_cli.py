@@ -61,9 +61,10 @@ def test_translate_names_the_long_line_after_writing_the_lines_before(learned_ru
     )  # fmt: skip
     assert out.returncode == 2
     err = one_line(out.stderr)
-    assert err.startswith(
-        "rpr-nmt-translate: error: input=in.en line 3: a source of "
-    ) and f"longer than the learned position table (model.max_positions={ROWS})" in err
+    assert (
+        err.startswith("rpr-nmt-translate: error: input=in.en line 3: a source of ")
+        and f"longer than the learned position table (model.max_positions={ROWS})" in err
+    )
     assert "the 2 lines before it are translated; output=out.de is unchanged" in err
     assert (tmp_path / "out.de").read_text(encoding="utf-8") == "PREVIOUS\n"
     assert len((tmp_path / "out.de.partial").read_text(encoding="utf-8").splitlines()) == 2
