@@ -48,7 +48,11 @@ SLOW = {
     "shared_layers": ["positions=relative_k16", "model.share_relative_across_layers=true"],
     "post_norm": ["positions=both", "model.pre_norm=false", "model.tie_embeddings=false"],
 }
-CASES = [pytest.param(n, o, id=n) for n, o in FAST.items()]
+# make test keeps "both" (the sinusoid and Shaw's terms in one model); -m slow runs each apart.
+CASES = [
+    pytest.param(n, o, id=n, marks=[] if n == "both" else [pytest.mark.slow])
+    for n, o in FAST.items()
+]
 CASES += [pytest.param(n, o, id=n, marks=pytest.mark.slow) for n, o in SLOW.items()]
 # The position study's rows that experiment=where_positions reuses, as where_positions names them.
 STUDY = {
