@@ -263,11 +263,11 @@ def write_report(
         compared = compare_rows(rows, base, **paired)
         by_baseline = {base.setting: compared}  # each claim is judged against its own baseline
         needed = comparisons_needed(FULL_TEST_CLAIMS, rows)
-        for setting, group in placement.comparisons_needed(rows).items():
-            needed[setting] = [*needed.get(setting, group[:1]), *group[1:]]
+        for setting, (both, *placed) in placement.comparisons_needed(rows).items():
+            group = needed.setdefault(setting, [both])
+            group += [row for row in placed if row not in group]
         for setting, (claim_base, *judged) in needed.items():
             if setting not in by_baseline:
-                judged = [r for i, r in enumerate(judged) if all(r is not q for q in judged[:i])]
                 by_baseline[setting] = compare_rows(judged, claim_base, **paired)
         verdicts = judge_claims(FULL_TEST_CLAIMS, rows, by_baseline)
     text = f"# Sweep {sweep_dir.name}\n\n{len(runs)} runs, {len(rows)} settings.\n\n"

@@ -84,8 +84,3 @@ def arithmetic_of(summary: dict[str, Any]) -> tuple[int, ...]:
     that trains differently)."""
     sessions = summary.get("sessions") or [summary.get("code") or {}]
     return tuple(sorted({int(s.get("arithmetic", 1)) for s in sessions}))
-
-
-def mixed_precision(sessions: list[dict[str, Any]]) -> bool:
-    """Whether the sessions trained in more than one precision."""
-    return len({s.get("precision") for s in sessions}) > 1
