@@ -44,6 +44,14 @@ KEPT = {
 }
 
 
+def write_corpus(root: Path) -> Path:
+    """The tiny corpus's test split (copies: source and reference alike) in `root`/tiny."""
+    (root / "tiny").mkdir()
+    for lang in ("en", "de"):
+        (root / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
+    return root / "tiny"
+
+
 def write_study(sweep: Path, data: Path) -> None:
     """Two seeds of every method in KEPT, each run folder as --collect leaves it."""
     data_cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=CAP))
@@ -69,11 +77,8 @@ def write_study(sweep: Path, data: Path) -> None:
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The results folder holding the study, its reports and the claims page written."""
     root = tmp_path_factory.mktemp("study")
-    (root / "tiny").mkdir()
-    for lang in ("en", "de"):
-        (root / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
     results = root / "results"
-    write_study(results / "compare_positions_tiny", root / "tiny")
+    write_study(results / "compare_positions_tiny", write_corpus(root))
     sweep = str(results / "compare_positions_tiny")
     assert main(["--by-length", "--samples", "300", sweep, "--claims", str(results)]) == 0
     return results
@@ -169,11 +174,8 @@ def test_a_where_positions_sweep_names_each_stack_and_keeps_the_baseline(tmp_pat
     """experiment=where_positions beside the study's rows with the methods in both stacks: each
     one-stack row says which stack, the baseline stays Shaw k = 16 in both, and the claims judge
     only the both-stack rows (one-stack ones would otherwise read as 'sinusoid' or the baseline)."""
-    (tmp_path / "tiny").mkdir()
-    for lang in ("en", "de"):
-        (tmp_path / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
     study = tmp_path / "results" / "compare_positions_tiny"
-    write_study(study, tmp_path / "tiny")
+    write_study(study, write_corpus(tmp_path))
     for name in ("absolute", "relative"):
         for stacks in ("encoder", "decoder"):
             for seed in (1, 2):

@@ -17,7 +17,7 @@ import yaml
 
 from rpr_nmt.cli.report import main
 
-from .test_position_study import LONG, SHORT, keep_every, verdicts, write_study
+from .test_position_study import LONG, SHORT, keep_every, verdicts, write_corpus, write_study
 
 PLACED = ("absolute", "relative", "rope")  # positions=<name>: the sinusoid, Shaw k = 16, RoPE
 
@@ -45,11 +45,8 @@ def write_placements(study: Path) -> None:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("where")
-    (root / "tiny").mkdir()
-    for lang in ("en", "de"):
-        (root / "tiny" / f"test.{lang}").write_text("\n".join(SHORT + LONG) + "\n")
     sweep = root / "results" / "where_positions_tiny"
-    write_study(sweep, root / "tiny")
+    write_study(sweep, write_corpus(root))
     for name in ("learned", "alibi", "t5"):  # the study's other methods: not placed here
         for seed in (1, 2):
             shutil.rmtree(sweep / f"positions={name},train.seed={seed}")

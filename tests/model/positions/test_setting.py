@@ -45,15 +45,19 @@ REFUSED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("fields,message", REFUSED)
-def test_nonsense_is_refused_in_one_line_naming_the_keys(fields, message):
-    cfg = ModelConfig(**{**TINY, **fields})
+def refusals(cfg: ModelConfig) -> list[str]:
+    """What the trainer's check (SettingsError) and the model itself (ValueError) say of `cfg`;
+    both must refuse it."""
     with pytest.raises(SettingsError) as settings_error:
         check_model_settings(cfg)
     with pytest.raises(ValueError) as value_error:
         build_model(cfg, vocab_size=10, pad_id=0)
-    for error in (settings_error, value_error):
-        text = str(error.value)
+    return [str(settings_error.value), str(value_error.value)]
+
+
+@pytest.mark.parametrize("fields,message", REFUSED)
+def test_nonsense_is_refused_in_one_line_naming_the_keys(fields, message):
+    for text in refusals(ModelConfig(**{**TINY, **fields})):
         assert message in text and "\n" not in text
 
 
@@ -135,12 +139,7 @@ def test_an_odd_d_head_is_named_when_rope_dims_was_left_unset():
         d_model=30, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
         relative_positions="rope", max_relative_position=0,
     )  # fmt: skip
-    with pytest.raises(SettingsError) as settings_error:
-        check_model_settings(cfg)
-    with pytest.raises(ValueError) as value_error:
-        build_model(cfg, vocab_size=10, pad_id=0)
-    for error in (settings_error, value_error):
-        text = str(error.value)
+    for text in refusals(cfg):
         assert text == (
             "d_head = model.d_model / model.n_heads = 15 is odd, and RoPE rotates pairs of "
             "features: choose model.d_model and model.n_heads with an even quotient, or set "
