@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -210,7 +211,13 @@ def translate_process(tiny_run, *args: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "rpr_nmt.cli.translate", f"checkpoint={tiny_run['a']}", *args]
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return subprocess.Popen(cmd, cwd=cwd, env=env, **pipes)
+    # Ctrl-C as from a terminal: a shell without job control (nohup, `cmd &`) starts its children
+    # with SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    return subprocess.Popen(cmd, cwd=cwd, env=env, preexec_fn=_default_sigint, **pipes)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_translate_splits_lines_on_newline_only(tiny_run, tmp_path):
