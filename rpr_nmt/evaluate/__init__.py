@@ -1,11 +1,18 @@
 """Evaluation: sacreBLEU with its signature, chrF, paper-style tokenized BLEU; decode-and-score."""
 
-from rpr_nmt.evaluate.bleu import Scores, compound_split, paper_tokenize, score_corpus
+from rpr_nmt.evaluate.bleu import (
+    Scores,
+    compound_split,
+    corpus_bleu,
+    paper_tokenize,
+    score_corpus,
+)
 from rpr_nmt.evaluate.evaluator import detokenize, evaluate_split
 
 __all__ = [
     "Scores",
     "compound_split",
+    "corpus_bleu",
     "detokenize",
     "evaluate_split",
     "paper_tokenize",

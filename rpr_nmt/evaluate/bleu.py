@@ -56,6 +56,13 @@ def paper_tokenize(text: str) -> str:
     return compound_split(_TOKENIZE_13A(text.strip()))
 
 
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> float:
+    """sacreBLEU alone (score_corpus's `bleu`, without chrF, TER and tokenized BLEU)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references: not line-aligned")
+    return float(BLEU(trg_lang=tgt_lang).corpus_score(list(hyps), [list(refs)]).score)
+
+
 def score_corpus(
     hyps: Sequence[str],
     refs: Sequence[str],

@@ -81,7 +81,7 @@ def paired_p_values(
         return []
     named = [("baseline", list(baseline))]
     named += [(f"system {i}", list(hyps)) for i, hyps in enumerate(systems, start=1)]
-    metrics = {"BLEU": BLEU(trg_lang=tgt_lang), "chrF": CHRF()}
+    metrics = {"BLEU": _metric(BLEU, tgt_lang), "chrF": _metric(CHRF, "")}
     test_run = PairedTest(named, metrics, [list(references)], test_type=test, n_samples=n_samples)
     _, scores = test_run()
     columns = [name for name in scores if name != "System"]  # 'BLEU', 'chrF2', in metric order
@@ -99,6 +99,43 @@ def paired_p_values(
             }
         )
     return results
+
+
+_METRICS: dict[tuple[type, str], object] = {}
+
+
+def _metric(kind: type, tgt_lang: str):
+    """One sacrebleu metric per kind and target language, keeping its sentences' statistics.
+
+    A report tests each baseline against every setting, and sacrebleu's PairedTest extracts the
+    baseline's (and the references') statistics again each time: most of a report's time. A
+    sentence's statistics depend only on its hypothesis and references, so they are computed
+    once; the scores and p-values are sacrebleu's, to the bit (tests/report/test_published.py).
+    """
+    key = (kind, tgt_lang)
+    if key not in _METRICS:
+        memoised = type(f"Memoised{kind.__name__}", (_SentenceMemo, kind), {})
+        _METRICS[key] = memoised(trg_lang=tgt_lang) if tgt_lang else memoised()
+    return _METRICS[key]
+
+
+class _SentenceMemo:
+    """Mixin for a sacrebleu Metric: each (hypothesis, references) pair's statistics once."""
+
+    def _extract_corpus_statistics(self, hypotheses, references):
+        if not references:  # sacrebleu's cached references: nothing to key on
+            return super()._extract_corpus_statistics(hypotheses, references)
+        memo = self.__dict__.setdefault("_memo", {})
+        rows = list(zip(*references))
+        keys = list(zip(hypotheses, rows))
+        todo = list(dict.fromkeys(k for k in keys if k not in memo))
+        if todo:
+            streams = [[refs[j] for _, refs in todo] for j in range(len(references))]
+            fresh = super()._extract_corpus_statistics([hyp for hyp, _ in todo], streams)
+            memo.update(zip(todo, fresh))
+        counts = {sum(ref is not None for ref in refs) for refs in rows}
+        self.num_refs = counts.pop() if len(counts) == 1 else -1  # as _cache_references sets it
+        return [memo[k] for k in keys]
 
 
 @dataclass

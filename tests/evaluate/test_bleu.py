@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rpr_nmt.evaluate import compound_split, paper_tokenize, score_corpus
+from rpr_nmt.evaluate import compound_split, corpus_bleu, paper_tokenize, score_corpus
 
 SACREBLEU = Path(sys.executable).parent / "sacrebleu"
 
@@ -79,6 +79,13 @@ def test_perfect_and_misaligned_corpora():
     assert perfect.bleu == pytest.approx(100.0) and perfect.tokenized_bleu == pytest.approx(100.0)
     with pytest.raises(ValueError, match="line-aligned"):
         score_corpus(HYPS[:2], REFS, "de")
+
+
+@pytest.mark.parametrize("lang", ["de", "", "zh"])
+def test_bleu_alone_is_score_corpuss_bleu(lang):
+    assert corpus_bleu(HYPS, REFS, lang) == score_corpus(HYPS, REFS, lang).bleu
+    with pytest.raises(ValueError, match="line-aligned"):
+        corpus_bleu(HYPS[:2], REFS, lang)
 
 
 def test_ter_on_a_constructed_case_and_against_the_command_line(tmp_path):

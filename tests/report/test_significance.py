@@ -72,3 +72,24 @@ def test_seeds_are_paired_with_the_same_seed_of_the_baseline():
     assert compared["unpaired"].note == "no seed in common with the baseline"
     assert compared["other test set"].note == "another test set than the baseline's"
     assert Comparison().cell("BLEU") == "-"
+
+
+def test_kept_sentence_statistics_give_sacrebleus_own_p_values():
+    # The report keeps each sentence's statistics across tests (significance._metric): what it
+    # gives must be what sacrebleu's PairedTest gives with fresh metrics, test after test, also
+    # when a later test holds some sentences seen before and some not.
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    refs = corpus(80, seed=1)
+    base, first, second = degrade(refs, 2), degrade(refs, 3), degrade(refs, 5)
+    second[::7] = corpus(len(second[::7]), seed=2)  # sentences the first test did not see
+    for system in (first, second, first):
+        kept = paired_p_values(base, [system], refs, tgt_lang="de", n_samples=300)[0]
+        named = [("baseline", base), ("system", system)]
+        metrics = {"BLEU": BLEU(trg_lang="de"), "chrF": CHRF()}
+        _, fresh = PairedTest(named, metrics, [refs], test_type="bs", n_samples=300)()
+        for metric, column in zip(("BLEU", "chrF"), ("BLEU", "chrF2")):
+            assert kept[metric].p_value == fresh[column][1].p_value
+            assert kept[metric].score == fresh[column][1].score
+            assert kept[metric].baseline_score == fresh[column][0].score
