@@ -14,6 +14,9 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N workers, one core each
+    torch.set_num_threads(1)
+
 
 def load_script(name: str) -> ModuleType:
     """scripts/<name>.py imported as the module <name> (scripts are not a package)."""
