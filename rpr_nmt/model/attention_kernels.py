@@ -73,9 +73,10 @@ def diagonals_apply(device: torch.device, q_len: int) -> bool:
 
 
 # Devices whose Shaw terms take ByQuery wherever they do not take Diagonals (up to DIAGONALS_ABOVE
-# queries). None yet: on the CPU neither form is faster (bench_train.py --by-query, bf16 and fp32,
-# 2026-11-26: within the host's drift) and gather is what the published sweeps trained with; CUDA's
-# choice waits for a sitting's figures (docs/performance.md, "Before the sixth sitting").
+# queries). None: on the CPU neither form is faster (bench_train.py --by-query, bf16 and fp32,
+# 2026-11-26: within the host's drift) and gather is what the published sweeps trained with; on an
+# H100 (the sixth sitting, 2026-11-27) by query compiled gave relative / absolute 1.129 against
+# 1.155 by gather a day earlier, and inside an eager layer it lost to gather at every n, 32 to 256.
 BY_QUERY_DEVICES: tuple[str, ...] = ()
 
 
