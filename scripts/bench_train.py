@@ -16,7 +16,10 @@ is each variant's own: 3 updates in a fresh process (the resident set's high-wat
 Prints the host first (CPU capability, threads, the fp32 and bf16 matmul ceilings measured now),
 then one Markdown table, a row per precision and variant: median tokens/s with the share of the
 precision's matmul ceiling it reaches (training work per token counted by torch's FlopCounterMode
-on one update: matmuls and attention, padding included), the median of the per-round time ratios
+on one update: matmuls and attention, padding included; on the CPU the ceiling is measured again
+after every round, a quarter of a second, and the share is the median of the per-round shares, so
+that a host whose speed moves from minute to minute is compared with itself), the median of the
+per-round time ratios
 variant / absolute (the sinusoid) with their range, and peak memory. --json PATH writes the same
 figures as data, each row named as the reports name its setting (rpr_nmt.report.labels), with the
 host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
@@ -55,7 +58,7 @@ from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
 from rpr_nmt.model import attention_kernels, build_model, resolve_device
-from rpr_nmt.precision import host_summary, matmul_ceilings
+from rpr_nmt.precision import host_summary, matmul_ceilings, matmul_gflops
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.monitor import peak_memory_mb
@@ -69,6 +72,8 @@ VARIANTS = {
     "t5": "t5", "learned": "learned", "none": "none",
 }  # fmt: skip
 BASELINE = "absolute"
+# The matmul ceiling each precision's share is taken of (CPU only; fp16 has none measured).
+CEILING_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def data_root() -> Path:
@@ -178,6 +183,8 @@ def bench_precision(
     speed: dict[str, list[float]] = {v: [] for v in runners}
     ratios: dict[str, list[float]] = {v: [] for v in runners}
     updates: dict[str, list[float]] = {v: [] for v in runners}  # seconds per update
+    shares: dict[str, list[float]] = {v: [] for v in runners}  # of the ceiling after each round
+    dtype = CEILING_DTYPES.get(precision) if torch.device(device).type == "cpu" else None
     for r in range(rounds):
         chunk = [batches[(r * steps + i) % len(batches)] for i in range(steps)]
         order = list(runners) if r % 2 == 0 else list(reversed(runners))
@@ -186,8 +193,14 @@ def bench_precision(
             speed[variant].append(tokens / seconds)
         for variant in runners:  # time variant / time baseline, on the same batches
             ratios[variant].append(speed[BASELINE][-1] / speed[variant][-1])
+        ceiling = ""
+        if dtype is not None:  # the host's speed now, beside the round it times
+            gflops = matmul_gflops(dtype, seconds=0.25)
+            for variant in runners:
+                shares[variant].append(speed[variant][-1] * work[variant] / (gflops * 1e9))
+            ceiling = f" (ceiling {gflops:,.0f} GFLOP/s)"
         print(
-            f"  {precision} round {r + 1}: "
+            f"  {precision} round {r + 1}{ceiling}: "
             + ", ".join(f"{v} {speed[v][-1]:,.0f} tok/s ({ratios[v][-1]:.3f})" for v in runners),
             flush=True,
         )
@@ -221,7 +234,7 @@ def bench_precision(
         {
             "precision": precision, "variant": v, "speed": statistics.median(speed[v]),
             "ratio": statistics.median(ratios[v]), "range": (min(ratios[v]), max(ratios[v])),
-            "work": work[v],
+            "work": work[v], "share": statistics.median(shares[v]) if shares[v] else None,
         }
         for v in runners
     ]  # fmt: skip
@@ -375,8 +388,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for row in rows:
         low, high = row["range"]
-        ceiling = ceilings.get(row["precision"]) if device.type == "cpu" else None
-        share = f" ({row['speed'] * row['work'] / (ceiling * 1e9):.0%})" if ceiling else ""
+        share = "" if row["share"] is None else f" ({row['share']:.0%})"
         print(
             f"| {row['precision']} | {row['variant']} | {row['speed']:,.0f}{share} | "
             f"{row['work'] / 1e6:.1f} | {row['ratio']:.3f} ({low:.3f}-{high:.3f}) | "
@@ -405,6 +417,7 @@ def write_json(
             "time_ratio_to_sinusoid": round(row["ratio"], 4),
             "time_ratio_range": [round(x, 4) for x in row["range"]],
             "mflop_per_token": round(row["work"] / 1e6, 2),
+            "ceiling_share": None if row["share"] is None else round(row["share"], 4),
             "peak_memory_mib": None if row["memory"] is None else round(row["memory"], 1),
         }
         for row in rows
