@@ -18,6 +18,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N workers, one core ea
     torch.set_num_threads(1)
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The host class under the run's time: a make test time means little without it (README
+    gives the time per class)."""
+    from rpr_nmt.precision import bf16_support
+
+    support = bf16_support(torch.device("cpu"))
+    kind = "native bf16" if support.native else "no native bf16"
+    terminalreporter.write_line(
+        f"host: {torch.backends.cpu.get_cpu_capability()} CPU, {kind} ({support.reason}), "
+        f"{os.cpu_count()} cores"
+    )
+
+
 def load_script(name: str) -> ModuleType:
     """scripts/<name>.py imported as the module <name> (scripts are not a package)."""
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
