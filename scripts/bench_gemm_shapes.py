@@ -27,12 +27,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train import VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
+from bench_train import CEILING_DTYPES, VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
 
 from rpr_nmt.model import resolve_device  # noqa: E402
-from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
+from rpr_nmt.precision import host_summary, matmul_ceilings, matmul_gflops  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 OPS = ("aten::mm", "aten::addmm", "aten::bmm")
 Shape = tuple[str, tuple[int, ...], tuple[int, ...]]  # op, first operand, second operand
 
@@ -85,7 +84,7 @@ def seconds_per_call(shape: Shape, dtype: torch.dtype, budget: float = 0.1) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="transformer_small")
-    parser.add_argument("--precision", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--precision", default="bf16", choices=list(CEILING_DTYPES))
     parser.add_argument("--variant", default="absolute", choices=VARIANTS)
     parser.add_argument("--max-tokens", type=int, default=6500)
     parser.add_argument("--threads", type=int, default=None)
@@ -101,24 +100,22 @@ def main() -> None:
     batches, vocab_size, pad_id = fixed_batches(config, 1)
     runner = Runner(config, vocab_size, pad_id, args.precision, device)
     calls = update_products(runner, batches[0])
-    dtype = DTYPES[args.precision]
-    reference: Shape = ("mm", (1024, 1024), (1024, 1024))
+    dtype = CEILING_DTYPES[args.precision]
+    work = sum(n * flops(s) for s, n in calls.items())
     rates: dict[Shape, list[float]] = {s: [] for s in calls}  # GFLOP/s alone, per round
     shares: dict[Shape, list[float]] = {s: [] for s in calls}  # of the 1024^3 product's
     bounds: list[float] = []  # the update's products at their own speeds, share of 1024^3
     for r in range(args.rounds):
-        ceiling = flops(reference) / seconds_per_call(reference, dtype) / 1e9
+        ceiling = matmul_gflops(dtype, seconds=0.1)  # the 1024^3 product, now
         seconds = 0.0
         for shape in calls:
             t = seconds_per_call(shape, dtype)
             rates[shape].append(flops(shape) / t / 1e9)
             shares[shape].append(rates[shape][-1] / ceiling)
             seconds += calls[shape] * t
-        work = sum(n * flops(s) for s, n in calls.items())
         bounds.append(work / seconds / 1e9 / ceiling)
         print(f"  round {r + 1}: 1024^3 {ceiling:,.0f} GFLOP/s, the update's products alone "
               f"{work / seconds / 1e9:,.0f} GFLOP/s ({bounds[-1]:.0%})", flush=True)  # fmt: skip
-    work = sum(n * flops(s) for s, n in calls.items())
     tokens = batches[0].n_src_tokens + batches[0].n_tgt_tokens
     print(
         f"\n{args.model}, {args.variant}, {args.precision}, {torch.get_num_threads()} threads, "

@@ -19,11 +19,11 @@ precision's matmul ceiling it reaches (training work per token counted by torch'
 on one update: matmuls and attention, padding included; on the CPU the ceiling is measured again
 after every round, a quarter of a second, and the share is the median of the per-round shares, so
 that a host whose speed moves from minute to minute is compared with itself), the median of the
-per-round time ratios
-variant / absolute (the sinusoid) with their range, and peak memory. --json PATH writes the same
-figures as data, each row named as the reports name its setting (rpr_nmt.report.labels), with the
-host, date and command: rpr-nmt-report adds them to a results folder's table when the folder
-holds them as speed.json (the speed of each method measured in one sitting, not in the sweep).
+per-round time ratios variant / absolute (the sinusoid) with their range, and peak memory. --json
+PATH writes the same figures as data, each row named as the reports name its setting
+(rpr_nmt.report.labels), with the host, date and command: rpr-nmt-report adds them to a results
+folder's table when the folder holds them as speed.json (the speed of each method measured in one
+sitting, not in the sweep).
 --compile wraps every variant's model as train.compile=true does (torch.compile, symbolic shapes;
 each encoder and decoder layer, or with --compile model the whole model, as train.compile_scope)
 and warms it up on every batch of the sitting first, so that no round times a compilation; each
