@@ -34,7 +34,7 @@ from hydra import compose, initialize_config_dir
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train import BASELINE, VARIANTS  # noqa: E402
+from bench_runner import BASELINE, VARIANTS  # noqa: E402
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config  # noqa: E402
 from rpr_nmt.model import attention_kernels, build_model, resolve_device  # noqa: E402

@@ -39,7 +39,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train import VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
+from bench_runner import VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
 
 from rpr_nmt.model import resolve_device  # noqa: E402
 from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
