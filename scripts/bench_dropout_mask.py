@@ -1,0 +1,112 @@
+"""The dropout masks' random words alone: drawn as the model draws them (rpr_nmt/model/dropout.py,
+one 64-bit word per four elements from torch's default generator, whose Mersenne Twister runs on
+one thread), and split over threads, each part drawn by a generator seeded from the default one.
+
+    .venv/bin/python scripts/bench_dropout_mask.py [--rounds 15] [--threads 2]
+        [--elements 1600000 6400000] [--draws-only]
+
+The split form is deterministic (its seeds come from the default generator, so torch.manual_seed
+and a checkpoint's RNG state cover it) but draws another stream than the model's: a model trained
+with it would train to other numbers. It answers how much of a bf16 update's `random_` (10% in the
+profile of docs/performance.md) drawing on both cores could take. Prints, per size, the median time
+of each form over interleaved rounds and the median of per-round ratios split / model.
+
+Each mask ends in a comparison that torch runs on its OpenMP threads, and those threads spin-wait
+for the next parallel op after it (as in a training update, where one follows another): the
+spinning thread holds the core that the second part would be drawn on. Run with
+OMP_WAIT_POLICY=PASSIVE to see what the split gains when nothing spins, or with --draws-only to time
+the random words alone, without the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from rpr_nmt.model.dropout import dropout_mask
+from rpr_nmt.precision import host_summary, matmul_ceilings
+
+_LANES = 4  # 16-bit lanes per 64-bit word, as dropout_mask draws them
+_INT16_MIN = -(2**15)
+
+
+def model_draws(numel: int) -> torch.Tensor:
+    """The random words of dropout_mask alone: one int64 per four elements, one generator."""
+    return torch.empty(-(-numel // _LANES), dtype=torch.int64).random_(-(2**63), None)
+
+
+def split_draws(numel: int, pool: ThreadPoolExecutor, n_parts: int) -> torch.Tensor:
+    """The words of split_mask alone: n_parts parts drawn at once on `pool`'s threads, each by a
+    torch.Generator seeded from the default generator."""
+    bits = torch.empty(-(-numel // _LANES), dtype=torch.int64)
+    parts = bits.tensor_split(n_parts)
+    seeds = torch.randint(0, 2**62, (len(parts),)).tolist()
+
+    def fill(i: int) -> None:  # torch releases the GIL inside random_, so the parts run at once
+        parts[i].random_(-(2**63), None, generator=torch.Generator().manual_seed(seeds[i]))
+
+    list(pool.map(fill, range(len(parts))))
+    return bits
+
+
+def split_mask(
+    shape: tuple[int, ...], p: float, pool: ThreadPoolExecutor, n_parts: int
+) -> torch.Tensor:
+    """dropout_mask's contract (True = keep, p rounded to a multiple of 2^-16), its words drawn in
+    n_parts parts on `pool`'s threads, each by a torch.Generator seeded from the default one."""
+    numel = torch.Size(shape).numel()
+    bits = split_draws(numel, pool, n_parts)
+    lanes = bits.view(torch.int16)[:numel].view(shape)
+    return lanes >= _INT16_MIN + round(p * 2**16)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--elements", type=int, nargs="+", default=[1_600_000, 6_400_000],
+        help="mask sizes: an update of transformer_small on 12,081 tokens draws 23 masks, 65.6M "
+        "elements (17 of 1.5-1.7M, d 256; 6 of 6.2-6.7M, d_ff 1024)",
+    )  # fmt: skip
+    parser.add_argument("--draws-only", action="store_true", help="time the random words alone")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(host_summary(matmul_ceilings()), flush=True)
+    threads = torch.get_num_threads()
+    pool = ThreadPoolExecutor(threads)
+    cpu = torch.device("cpu")
+    print("| elements | model's mask, ms | split over threads, ms | split / model, median ratio |")
+    print("|---|---|---|---|")
+    for n in args.elements:
+        if args.draws_only:
+            forms = {
+                "model": lambda n=n: model_draws(n),
+                "split": lambda n=n: split_draws(n, pool, threads),
+            }
+        else:
+            forms = {
+                "model": lambda n=n: dropout_mask((n,), 0.1, cpu),
+                "split": lambda n=n: split_mask((n,), 0.1, pool, threads),
+            }
+        times: dict[str, list[float]] = {name: [] for name in forms}
+        for r in range(args.rounds):
+            for name in forms if r % 2 == 0 else reversed(forms):
+                start = time.perf_counter()
+                forms[name]()
+                times[name].append(time.perf_counter() - start)
+        ratios = [s / m for s, m in zip(times["split"], times["model"])]
+        print(
+            f"| {n:,} | {statistics.median(times['model']) * 1e3:.2f} | "
+            f"{statistics.median(times['split']) * 1e3:.2f} | {statistics.median(ratios):.3f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
