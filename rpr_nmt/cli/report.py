@@ -5,9 +5,11 @@
     rpr-nmt-report SWEEP --baseline 'Shaw k = 4' --significance ar
     rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de  # -> results/ablate_k_.../
     rpr-nmt-report --claims results   # every sweep's verdicts, claim by claim: results/claims.md
+    rpr-nmt-report --retrained runs/sweeps/NEW --against results/compare_positions_multi30k_en_de
 
 Missing run files or corpora print one line on stderr, write nothing and exit with status 2:
-a report never stands in "-" for a test it could not make.
+a report never stands in "-" for a test it could not make. --retrained exits with status 1 when
+some retrained setting moved beyond rounding (rpr_nmt.report.retrained).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rpr_nmt.report import (
     write_length_report,
     write_report,
 )
+from rpr_nmt.report.retrained import write_retraining_report
 from rpr_nmt.report.runs import CorpusText
 from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
 
@@ -123,7 +126,33 @@ def _parser() -> argparse.ArgumentParser:
         help="after any reports: gather the verdicts every sweep's report wrote under "
         "RESULTS_DIR/*/ into RESULTS_DIR/claims.md, claim by claim",
     )
+    parser.add_argument(
+        "--retrained",
+        metavar="NEW_DIR",
+        default=None,
+        help="runs of published settings retrained by changed code: judge each setting against "
+        "its published runs (--against), seed for seed, and write NEW_DIR/retrained.md; exit 1 "
+        "when one moved beyond rounding",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="PUBLISHED_DIR",
+        default=None,
+        help="with --retrained: the folder of the published runs, e.g. "
+        "results/compare_positions_multi30k_en_de",
+    )
     return parser
+
+
+def _retrained(new: str, against: str | None, test: str | None, n_samples: int) -> int:
+    if not against:
+        raise ValueError("--retrained needs --against PUBLISHED_DIR, the published runs' folder")
+    if test is None:
+        raise ValueError("--retrained rests on the paired tests: give --significance bs or ar")
+    path, text, passed = write_retraining_report(new, against, test=test, n_samples=n_samples)
+    print(text)
+    print(f"written: {path}")
+    return 0 if passed else 1
 
 
 def _collect_target(source: str, into: str | None) -> Path:
@@ -158,10 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (2: missing files, corpus or setting)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if not (args.collect or args.sweep_dirs or args.claims):
+    if not (args.collect or args.sweep_dirs or args.claims or args.retrained):
         parser.error(
-            "give sweep folders to report on, --collect RUN_OR_SWEEP_DIR or --claims RESULTS_DIR"
+            "give sweep folders to report on, --collect RUN_OR_SWEEP_DIR, --claims RESULTS_DIR "
+            "or --retrained NEW_DIR --against PUBLISHED_DIR"
         )
+    if args.against and not args.retrained:
+        parser.error("--against goes with --retrained NEW_DIR")
+    status = 0
     try:
         if args.collect:
             _collect(args.collect, args.into)
@@ -189,10 +222,13 @@ def main(argv: list[str] | None = None) -> int:
             path, text = write_claims_page(args.claims)
             print(text)
             print(f"written: {path}")
+        if args.retrained:
+            test = None if args.significance == "none" else args.significance
+            status = _retrained(args.retrained, args.against, test, args.samples)
     except (FileNotFoundError, DataError, CheckpointError, ValueError) as e:
         print(f"rpr-nmt-report: {e}", file=sys.stderr)
         return 2
-    return 0
+    return status
 
 
 if __name__ == "__main__":

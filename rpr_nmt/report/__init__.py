@@ -10,6 +10,7 @@
     plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd
     lengths.py       each setting's test BLEU by source length: length_report.md, bleu_by_length.png
     summary.py       every sweep's verdicts, claim by claim: results/claims.md
+    retrained.py     published settings retrained by changed code: rounding only, or beyond it?
     results.py       --collect: a sweep's small artefacts into results/<sweep>/, no checkpoints
 
 Each report writes its verdicts as data beside it (claims.json, length_claims.json). The reports

@@ -1,0 +1,136 @@
+"""rpr-nmt-report --retrained NEW --against PUBLISHED: published settings retrained by changed code,
+judged seed for seed, with made-up hypotheses whose verdicts are known.
+
+The tiny corpus of test_position_study translates by copying. Published runs of the sinusoid and of
+Shaw k = 16 copy every word but the last of 0, 1 or 2 sentences (seeds 1-3): a small spread.
+Retrained by code "of arithmetic 2", the sinusoid differs as a rounding change would (other
+sentences lose their last word), Shaw keeps every second word only: a change beyond rounding.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rpr_nmt.cli.report import main
+from rpr_nmt.config import DataConfig, ModelConfig
+from rpr_nmt.evaluate import score_corpus
+from tests.conftest import REPO
+
+from .test_position_study import LONG, SHORT, keep_every, write_corpus
+
+SOURCES = SHORT + LONG
+
+
+def shortened(indices: tuple[int, ...]) -> list[str]:
+    """The copies, with the last word of the sentences at `indices` left out."""
+    return [" ".join(s.split()[:-1]) if i in indices else s for i, s in enumerate(SOURCES)]
+
+
+PUBLISHED = {1: shortened(()), 2: shortened((0,)), 3: shortened((0, 1))}
+ROUNDED = {1: shortened((2,)), 2: shortened((3,)), 3: shortened((4, 5))}
+HALVED = {seed: [keep_every(2, s) for s in SOURCES] for seed in (1, 2, 3)}
+
+
+def write_run(
+    folder: Path, name: str, seed: int, hyps: list[str], data: Path, arithmetic: int,
+    train: dict | None = None,
+) -> None:  # fmt: skip
+    """One run of positions=`name` as --collect leaves it, trained with `arithmetic`."""
+    overrides = [f"positions={name}", f"train.seed={seed}"]
+    run = folder / ",".join(overrides)
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    positions = yaml.safe_load((REPO / "configs" / "positions" / f"{name}.yaml").read_text())
+    config = {
+        "data": asdict(DataConfig(root=str(data), test_split="test")),
+        "model": {**asdict(ModelConfig()), **positions},
+        "train": {"seed": seed, **(train or {})},
+    }
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    summary = {
+        "test_bleu": score_corpus(hyps, SOURCES, "").bleu,
+        "sessions": [{"start_step": 0, "precision": "bf16", "arithmetic": arithmetic}],
+    }
+    (run / "train_summary.json").write_text(json.dumps(summary))
+    (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(published, retrained, corpus): both settings published; the retrained folder empty."""
+    data = write_corpus(tmp_path)
+    published, retrained = tmp_path / "published", tmp_path / "retrained"
+    for name in ("absolute", "relative"):
+        for seed, hyps in PUBLISHED.items():
+            write_run(published, name, seed, hyps, data, arithmetic=1)
+    retrained.mkdir()
+    return published, retrained, data
+
+
+def report_rows(folder: Path) -> dict[str, list[str]]:
+    """retrained.md's first table: cells by setting."""
+    table = (folder / "retrained.md").read_text().split("## Seed by seed")[0]
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines() if line.startswith("| ")]
+    return {cells[0]: cells[1:] for cells in rows[1:]}
+
+
+def test_a_rounding_change_passes_and_one_beyond_rounding_does_not(folders, capsys):
+    published, retrained, data = folders
+    for seed in (1, 2, 3):
+        write_run(retrained, "absolute", seed, ROUNDED[seed], data, arithmetic=2)
+        write_run(retrained, "relative", seed, HALVED[seed], data, arithmetic=2)
+    args = ["--retrained", str(retrained), "--against", str(published), "--samples", "200"]
+    assert main(args) == 1  # Shaw moved beyond rounding: the change does not land
+    rows = report_rows(retrained)
+    sinusoid, shaw = rows["sinusoid"], rows["Shaw k = 16"]
+    assert sinusoid[3] == "yes" and sinusoid[-1] == "yes"  # inside the interval, rounding only
+    assert ", same" in sinusoid[4]
+    assert shaw[3] == "no" and shaw[-1] == "**no**" and ", worse" in shaw[4]
+    assert float(shaw[2]) < -30  # Δ of means: half the words gone
+    text = (retrained / "retrained.md").read_text()
+    assert "**Verdict: some setting moved beyond rounding: the change does not land.**" in text
+    assert "(arithmetic 1)" in text and "(arithmetic 2)" in text
+    seeds = text.split("## Seed by seed")[1]
+    assert seeds.count("| Shaw k = 16 |") == 3 and seeds.count("| sinusoid |") == 3
+    assert "written:" in capsys.readouterr().out
+
+
+def test_every_setting_within_rounding_lets_the_change_land(folders):
+    published, retrained, data = folders
+    for seed in (1, 2, 3):
+        write_run(retrained, "absolute", seed, ROUNDED[seed], data, arithmetic=2)
+    args = ["--retrained", str(retrained), "--against", str(published), "--samples", "200"]
+    assert main(args) == 0
+    assert list(report_rows(retrained)) == ["sinusoid"]  # only what was retrained is judged
+    assert (
+        "every setting is rounding only: the change may land"
+        in (retrained / "retrained.md").read_text()
+    )
+
+
+def test_a_retraining_at_another_recipe_is_refused_naming_the_keys(folders, capsys):
+    published, retrained, data = folders
+    write_run(retrained, "absolute", 1, ROUNDED[1], data, arithmetic=2, train={"max_steps": 700})
+    args = ["--retrained", str(retrained), "--against", str(published)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "retrains no published setting" in err and "train.max_steps" in err
+    assert not (retrained / "retrained.md").exists()
+
+
+def test_retrained_needs_its_published_folder_and_the_tests(folders, capsys):
+    published, retrained, data = folders
+    write_run(retrained, "absolute", 1, ROUNDED[1], data, arithmetic=2)
+    assert main(["--retrained", str(retrained)]) == 2
+    assert "--against PUBLISHED_DIR" in capsys.readouterr().err
+    args = ["--retrained", str(retrained), "--against", str(published), "--significance", "none"]
+    assert main(args) == 2
+    assert "--significance bs or ar" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--against", str(published)])
