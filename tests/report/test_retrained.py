@@ -134,3 +134,28 @@ def test_retrained_needs_its_published_folder_and_the_tests(folders, capsys):
     assert "--significance bs or ar" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--against", str(published)])
+
+
+@pytest.mark.parametrize(
+    "positions, published",
+    [("absolute", "positions=absolute"), ("relative_k16", "model.max_relative_position=16")],
+)
+def test_experiment_retrain_published_trains_the_published_recipe(positions, published):
+    """experiment=retrain_published, as its header runs it, composes each published setting's
+    recipe to the key, so that --retrained accepts its runs."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rpr_nmt.cli.config_store import CONFIG_DIR
+    from rpr_nmt.report.retrained import recipe
+    from rpr_nmt.report.runs import Run, find_runs
+
+    folder = REPO / "results" / "compare_positions_multi30k_en_de"
+    (old,) = [r for r in find_runs(folder) if r.path.name.startswith(f"{published},train.seed=1,")]
+    overrides = [
+        "experiment=retrain_published", f"positions={positions}", "train.seed=1",
+        "train=cpu_short", "train.max_time_minutes=null", "train.max_steps=1400",
+    ]  # fmt: skip
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
+    assert recipe(Run(old.path, overrides, config, {})) == recipe(old)
