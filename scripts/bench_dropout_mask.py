@@ -3,7 +3,7 @@ one 64-bit word per four elements from torch's default generator, whose Mersenne
 one thread), and split over threads, each part drawn by a generator seeded from the default one.
 
     .venv/bin/python scripts/bench_dropout_mask.py [--rounds 15] [--threads 2]
-        [--elements 1600000 6400000] [--draws-only]
+        [--elements 1600000 6400000] [--draws-only] [--compiled]
 
 The split form is deterministic (its seeds come from the default generator, so torch.manual_seed
 and a checkpoint's RNG state cover it) but draws another stream than the model's: a model trained
@@ -15,7 +15,9 @@ Each mask ends in a comparison that torch runs on its OpenMP threads, and those 
 for the next parallel op after it (as in a training update, where one follows another): the
 spinning thread holds the core that the second part would be drawn on. Run with
 OMP_WAIT_POLICY=PASSIVE to see what the split gains when nothing spins, or with --draws-only to time
-the random words alone, without the comparison.
+the random words alone, without the comparison. --compiled adds a third form, rand_mask through
+torch.compile (inductor's own CPU random numbers, drawn inside its generated loop), its compile time
+printed first.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def split_mask(
     return lanes >= _INT16_MIN + round(p * 2**16)
 
 
+def rand_mask(x: torch.Tensor, p: float) -> torch.Tensor:
+    """A mask from uniform floats, True (keep) with probability 1 - p: what --compiled compiles."""
+    return torch.rand_like(x, dtype=torch.float32) >= p
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -74,6 +81,7 @@ def main() -> None:
         "elements (17 of 1.5-1.7M, d 256; 6 of 6.2-6.7M, d_ff 1024)",
     )  # fmt: skip
     parser.add_argument("--draws-only", action="store_true", help="time the random words alone")
+    parser.add_argument("--compiled", action="store_true", help="also time rand_mask compiled")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -81,8 +89,17 @@ def main() -> None:
     threads = torch.get_num_threads()
     pool = ThreadPoolExecutor(threads)
     cpu = torch.device("cpu")
-    print("| elements | model's mask, ms | split over threads, ms | split / model, median ratio |")
-    print("|---|---|---|---|")
+    compiled = torch.compile(rand_mask, dynamic=True)
+    inputs = {n: torch.empty(n, dtype=torch.bfloat16) for n in args.elements}
+    for n in args.elements if args.compiled else ():  # compiled before any round times it
+        start = time.perf_counter()
+        compiled(inputs[n], 0.1)
+        print(f"compiled at {n:,} elements in {time.perf_counter() - start:.1f} s", flush=True)
+    head = "| elements | model's mask, ms | split over threads, ms | split / model, median ratio |"
+    if args.compiled:
+        head += " compiled, ms | compiled / model, median ratio |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
     for n in args.elements:
         if args.draws_only:
             forms = {
@@ -94,18 +111,20 @@ def main() -> None:
                 "model": lambda n=n: dropout_mask((n,), 0.1, cpu),
                 "split": lambda n=n: split_mask((n,), 0.1, pool, threads),
             }
+        if args.compiled:
+            forms["compiled"] = lambda x=inputs[n]: compiled(x, 0.1)
         times: dict[str, list[float]] = {name: [] for name in forms}
         for r in range(args.rounds):
             for name in forms if r % 2 == 0 else reversed(forms):
                 start = time.perf_counter()
                 forms[name]()
                 times[name].append(time.perf_counter() - start)
-        ratios = [s / m for s, m in zip(times["split"], times["model"])]
-        print(
-            f"| {n:,} | {statistics.median(times['model']) * 1e3:.2f} | "
-            f"{statistics.median(times['split']) * 1e3:.2f} | {statistics.median(ratios):.3f} |",
-            flush=True,
-        )
+        cells = [f"{n:,}", f"{statistics.median(times['model']) * 1e3:.2f}"]
+        for form in [f for f in forms if f != "model"]:
+            ratios = [t / m for t, m in zip(times[form], times["model"])]
+            median = statistics.median(times[form])
+            cells += [f"{median * 1e3:.2f}", f"{statistics.median(ratios):.3f}"]
+        print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
