@@ -25,3 +25,9 @@ def test_a_split_mask_drops_at_the_rate_and_repeats_under_the_same_seed():
     assert all(abs((~h).float().mean().item() - 0.1) < 0.004 for h in halves)
     torch.manual_seed(4)
     assert not torch.equal(bench.split_mask((400, 1000), 0.1, pool, 2), first)
+
+
+def test_the_compiled_forms_mask_keeps_at_the_rate():
+    torch.manual_seed(0)
+    keep = bench.rand_mask(torch.empty(400_000, dtype=torch.bfloat16), 0.1)
+    assert keep.dtype == torch.bool and abs(keep.float().mean().item() - 0.9) < 0.003
