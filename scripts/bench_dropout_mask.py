@@ -3,7 +3,7 @@ one 64-bit word per four elements from torch's default generator, whose Mersenne
 one thread), and split over threads, each part drawn by a generator seeded from the default one.
 
     .venv/bin/python scripts/bench_dropout_mask.py [--rounds 15] [--threads 2]
-        [--elements 1600000 6400000] [--draws-only] [--compiled]
+        [--elements 1600000 6400000] [--draws-only] [--compiled] [--numpy]
 
 The split form is deterministic (its seeds come from the default generator, so torch.manual_seed
 and a checkpoint's RNG state cover it) but draws another stream than the model's: a model trained
@@ -17,7 +17,8 @@ spinning thread holds the core that the second part would be drawn on. Run with
 OMP_WAIT_POLICY=PASSIVE to see what the split gains when nothing spins, or with --draws-only to time
 the random words alone, without the comparison. --compiled adds a third form, rand_mask through
 torch.compile (inductor's own CPU random numbers, drawn inside its generated loop), its compile time
-printed first.
+printed first. --numpy adds the words drawn by NumPy's SFC64 (one generator per mask, seeded by a
+draw of torch's default generator), as branch cast-once's dropout.NUMPY_MASKS draws them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from rpr_nmt.model.dropout import dropout_mask
@@ -53,6 +55,20 @@ def split_draws(numel: int, pool: ThreadPoolExecutor, n_parts: int) -> torch.Ten
 
     list(pool.map(fill, range(len(parts))))
     return bits
+
+
+def numpy_draws(numel: int) -> torch.Tensor:
+    """The words of a mask from NumPy's SFC64, seeded by one draw of torch's default generator."""
+    seed = int(torch.randint(0, 2**62, ()).item())
+    words = np.random.SFC64(seed).random_raw(-(-numel // _LANES))
+    return torch.from_numpy(words.view(np.int64))
+
+
+def numpy_mask(shape: tuple[int, ...], p: float) -> torch.Tensor:
+    """dropout_mask's contract, its words from numpy_draws."""
+    numel = torch.Size(shape).numel()
+    lanes = numpy_draws(numel).view(torch.int16)[:numel].view(shape)
+    return lanes >= _INT16_MIN + round(p * 2**16)
 
 
 def split_mask(
@@ -82,6 +98,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--draws-only", action="store_true", help="time the random words alone")
     parser.add_argument("--compiled", action="store_true", help="also time rand_mask compiled")
+    parser.add_argument("--numpy", action="store_true", help="also time NumPy's SFC64 words")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -96,8 +113,9 @@ def main() -> None:
         compiled(inputs[n], 0.1)
         print(f"compiled at {n:,} elements in {time.perf_counter() - start:.1f} s", flush=True)
     head = "| elements | model's mask, ms | split over threads, ms | split / model, median ratio |"
-    if args.compiled:
-        head += " compiled, ms | compiled / model, median ratio |"
+    for form in ("numpy", "compiled"):
+        if getattr(args, form):
+            head += f" {form}, ms | {form} / model, median ratio |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for n in args.elements:
@@ -111,6 +129,9 @@ def main() -> None:
                 "model": lambda n=n: dropout_mask((n,), 0.1, cpu),
                 "split": lambda n=n: split_mask((n,), 0.1, pool, threads),
             }
+        if args.numpy:
+            draws, mask = (lambda n=n: numpy_draws(n)), (lambda n=n: numpy_mask((n,), 0.1))
+            forms["numpy"] = draws if args.draws_only else mask
         if args.compiled:
             forms["compiled"] = lambda x=inputs[n]: compiled(x, 0.1)
         times: dict[str, list[float]] = {name: [] for name in forms}

@@ -31,3 +31,11 @@ def test_the_compiled_forms_mask_keeps_at_the_rate():
     torch.manual_seed(0)
     keep = bench.rand_mask(torch.empty(400_000, dtype=torch.bfloat16), 0.1)
     assert keep.dtype == torch.bool and abs(keep.float().mean().item() - 0.9) < 0.003
+
+
+def test_numpy_masks_drop_at_the_rate_and_follow_torchs_seed():
+    torch.manual_seed(7)
+    first = bench.numpy_mask((400, 1000), 0.1)
+    torch.manual_seed(7)
+    assert torch.equal(bench.numpy_mask((400, 1000), 0.1), first)
+    assert abs((~first).float().mean().item() - 0.1) < 0.003
