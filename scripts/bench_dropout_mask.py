@@ -31,22 +31,19 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from rpr_nmt.model.dropout import dropout_mask
+from rpr_nmt.model.dropout import dropout_mask, keep_mask, words_for
 from rpr_nmt.precision import host_summary, matmul_ceilings
-
-_LANES = 4  # 16-bit lanes per 64-bit word, as dropout_mask draws them
-_INT16_MIN = -(2**15)
 
 
 def model_draws(numel: int) -> torch.Tensor:
     """The random words of dropout_mask alone: one int64 per four elements, one generator."""
-    return torch.empty(-(-numel // _LANES), dtype=torch.int64).random_(-(2**63), None)
+    return torch.empty(words_for(numel), dtype=torch.int64).random_(-(2**63), None)
 
 
 def split_draws(numel: int, pool: ThreadPoolExecutor, n_parts: int) -> torch.Tensor:
     """The words of split_mask alone: n_parts parts drawn at once on `pool`'s threads, each by a
     torch.Generator seeded from the default generator."""
-    bits = torch.empty(-(-numel // _LANES), dtype=torch.int64)
+    bits = torch.empty(words_for(numel), dtype=torch.int64)
     parts = bits.tensor_split(n_parts)
     seeds = torch.randint(0, 2**62, (len(parts),)).tolist()
 
@@ -60,15 +57,13 @@ def split_draws(numel: int, pool: ThreadPoolExecutor, n_parts: int) -> torch.Ten
 def numpy_draws(numel: int) -> torch.Tensor:
     """The words of a mask from NumPy's SFC64, seeded by one draw of torch's default generator."""
     seed = int(torch.randint(0, 2**62, ()).item())
-    words = np.random.SFC64(seed).random_raw(-(-numel // _LANES))
+    words = np.random.SFC64(seed).random_raw(words_for(numel))
     return torch.from_numpy(words.view(np.int64))
 
 
 def numpy_mask(shape: tuple[int, ...], p: float) -> torch.Tensor:
     """dropout_mask's contract, its words from numpy_draws."""
-    numel = torch.Size(shape).numel()
-    lanes = numpy_draws(numel).view(torch.int16)[:numel].view(shape)
-    return lanes >= _INT16_MIN + round(p * 2**16)
+    return keep_mask(numpy_draws(torch.Size(shape).numel()), shape, p)
 
 
 def split_mask(
@@ -76,10 +71,7 @@ def split_mask(
 ) -> torch.Tensor:
     """dropout_mask's contract (True = keep, p rounded to a multiple of 2^-16), its words drawn in
     n_parts parts on `pool`'s threads, each by a torch.Generator seeded from the default one."""
-    numel = torch.Size(shape).numel()
-    bits = split_draws(numel, pool, n_parts)
-    lanes = bits.view(torch.int16)[:numel].view(shape)
-    return lanes >= _INT16_MIN + round(p * 2**16)
+    return keep_mask(split_draws(torch.Size(shape).numel(), pool, n_parts), shape, p)
 
 
 def rand_mask(x: torch.Tensor, p: float) -> torch.Tensor:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Dropout", "dropout", "dropout_mask"]
+__all__ = ["Dropout", "dropout", "dropout_mask", "keep_mask", "words_for"]
 
 _LANES = 4  # 16-bit lanes per 64-bit random word
 _INT16_MIN = -(2**15)
@@ -29,17 +29,29 @@ def _check_rate(p: float) -> None:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
 
 
-def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> Tensor:
-    """Bool mask of `shape`, True (keep) with probability 1 - p, p rounded to a multiple of 2^-16.
+def words_for(numel: int) -> int:
+    """How many 64-bit random words a mask of `numel` elements draws: one per four elements."""
+    return -(-numel // _LANES)
 
-    Each int16 lane of a uniformly random int64 word is uniform on [-2^15, 2^15); it is dropped
-    when it falls among the round(p * 2^16) lowest values.
+
+def keep_mask(words: Tensor, shape: torch.Size | tuple[int, ...], p: float) -> Tensor:
+    """Bool mask of `shape` from uniformly random int64 `words` (words_for its size): True (keep)
+    with probability 1 - p, p rounded to a multiple of 2^-16.
+
+    Each int16 lane of a word is uniform on [-2^15, 2^15); it is dropped when it falls among the
+    round(p * 2^16) lowest values.
     """
     numel = math.prod(shape)
-    words = -(-numel // _LANES)
-    bits = torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), None)
-    lanes = bits.view(torch.int16)[:numel].view(shape)
+    lanes = words.view(torch.int16)[:numel].view(shape)
     return lanes >= _INT16_MIN + round(p * 2**16)
+
+
+def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> Tensor:
+    """Bool mask of `shape`, True (keep) with probability 1 - p: keep_mask of words drawn from
+    torch's default generator."""
+    words = words_for(math.prod(shape))
+    bits = torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), None)
+    return keep_mask(bits, shape, p)
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
