@@ -195,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.against and not args.retrained:
         parser.error("--against goes with --retrained NEW_DIR")
     status = 0
+    test = None if args.significance == "none" else args.significance
     try:
         if args.collect:
             _collect(args.collect, args.into)
         for sweep_dir in args.sweep_dirs:
-            test = None if args.significance == "none" else args.significance
             lengths, corpus = "", CorpusText()  # the sweep's corpus, read once for both reports
             if args.by_length:  # first, so that a missing file leaves the folder as it was
                 runs = find_runs(sweep_dir)
@@ -223,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
             print(text)
             print(f"written: {path}")
         if args.retrained:
-            test = None if args.significance == "none" else args.significance
             status = _retrained(args.retrained, args.against, test, args.samples)
     except (FileNotFoundError, DataError, CheckpointError, ValueError) as e:
         print(f"rpr-nmt-report: {e}", file=sys.stderr)

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rpr_nmt.report.labels import setting_labels
+from rpr_nmt.report.rows import Row
 from rpr_nmt.report.runs import CorpusText, Run, check_same_arithmetic, find_runs
 from rpr_nmt.report.significance import TESTS, Comparison, compare_seedwise
-from rpr_nmt.report.stats import SeedStats, format_stats, seed_stats
+from rpr_nmt.report.stats import format_stats
 from rpr_nmt.report.sweep import read_test_output
-from rpr_nmt.report.verdicts import METRIC, outcome
+from rpr_nmt.report.verdicts import METRIC, SUMMARY_KEY, outcome
 
 REPORT = "retrained.md"
 # Keys that do not change what a run trains or how it is scored.
@@ -44,21 +45,22 @@ IGNORED_KEYS = frozenset(
 
 @dataclass
 class Pairing:
-    """One setting: its published runs, its retrained runs, and their paired tests by seed."""
+    """One setting: its published runs, its retrained runs (a Row each, labelled alike), and
+    their paired tests by seed."""
 
-    label: str
-    published: list[Run]
-    retrained: list[Run]
+    published: Row
+    retrained: Row
     comparison: Comparison
 
-    def stats(self, runs: Sequence[Run]) -> SeedStats | None:
-        return seed_stats([r.summary["test_bleu"] for r in runs if "test_bleu" in r.summary])
+    @property
+    def label(self) -> str:
+        return self.retrained.label
 
     @property
     def inside(self) -> bool:
         """The retrained mean inside the published 95% interval (with one published seed, which
         has no interval: never)."""
-        old, new = self.stats(self.published), self.stats(self.retrained)
+        old, new = self.published.stats(SUMMARY_KEY), self.retrained.stats(SUMMARY_KEY)
         if old is None or new is None or old.ci_low is None or old.ci_high is None:
             return False
         return old.ci_low <= new.mean <= old.ci_high
@@ -137,7 +139,8 @@ def judge_retraining(
         base = [read_test_output(r, text) for r in old]
         outputs = {"new": [read_test_output(r, text) for r in new]}
         compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]
-        pairings.append(Pairing(label, old, new, compared))
+        published, retrained = (Row(label, new[0].model, runs, label) for runs in (old, new))
+        pairings.append(Pairing(published, retrained, compared))
     return pairings
 
 
@@ -150,7 +153,7 @@ def retraining_table(pairings: Sequence[Pairing]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for p in pairings:
-        old, new = p.stats(p.published), p.stats(p.retrained)
+        old, new = p.published.stats(SUMMARY_KEY), p.retrained.stats(SUMMARY_KEY)
         delta = "-" if old is None or new is None else f"{new.mean - old.mean:+.2f}"
         test = f"{p.comparison.cell(METRIC)}, {outcome(p.comparison)}"
         if not p.comparison.seeds:
@@ -184,8 +187,8 @@ def write_retraining_report(
     whether every setting is rounding only)."""
     pairings = judge_retraining(retrained_dir, published_dir, test=test, n_samples=n_samples)
     arithmetic = {
-        name: "+".join(map(str, runs[0].arithmetic))
-        for name, runs in (("published", pairings[0].published), ("new", pairings[0].retrained))
+        name: "+".join(map(str, row.runs[0].arithmetic))
+        for name, row in (("published", pairings[0].published), ("new", pairings[0].retrained))
     }
     passed = all(p.rounding_only for p in pairings)
     verdict = (
