@@ -3,13 +3,10 @@ whose verdicts are known."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
 
 import rpr_nmt.data
 from rpr_nmt.cli.report import main
@@ -32,6 +29,8 @@ from rpr_nmt.report.runs import Run
 from rpr_nmt.report.significance import Comparison
 from rpr_nmt.report.sweep import Row
 from rpr_nmt.report.verdicts import comparisons_needed, judge_claims, outcome
+
+from .run_folders import write_run_folder
 
 REFERENCE = {"max_relative_position": 16, "relative_keys": True, "relative_values": True}
 
@@ -184,19 +183,12 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
         ("absolute", {"max_relative_position": 0, "sinusoidal": True}),
     ):
         for seed in (1, 2):
-            run = sweep / f"positions={positions_name},train.seed={seed}"
-            (run / ".hydra").mkdir(parents=True)
             overrides = [f"positions={positions_name}", f"train.seed={seed}"]
-            (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
             config = {"data": cfg, "model": model, "train": {"seed": seed}}
-            (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-            (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
-            (run / "checkpoints").mkdir()
-            torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
             hyps = short + (
                 long if model["sinusoidal"] is False else [" ".join(s.split()[::2]) for s in long]
             )
-            (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
+            write_run_folder(sweep, overrides, config, {"test_bleu": 50.0}, hyps=hyps, bpe=proto)
 
     reads: list[str] = []  # every read of a split of the corpus, through the report's CorpusText
     read = rpr_nmt.data.read_parallel_text

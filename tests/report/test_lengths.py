@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 import pytest
-import torch
-import yaml
 
 from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
@@ -20,6 +17,8 @@ from rpr_nmt.report.lengths import (
     mean_differences,
     plot_by_length,
 )
+
+from .run_folders import write_run_folder
 
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 
@@ -46,15 +45,11 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     assert min(len(tokenizer.encode(s)) for s in long) >= 16
 
     data_cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=10))
-    run = tmp_path / "sweep" / "positions=relative"
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["positions=relative"]))
     config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
-    (run / "checkpoints").mkdir()
-    torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
-    (run / "hyp_test.txt").write_text("\n".join(short + ["x"] * len(long)) + "\n")
+    run = write_run_folder(
+        tmp_path / "sweep", ["positions=relative"], config, {"test_bleu": 50.0},
+        hyps=short + ["x"] * len(long), bpe=proto,
+    )  # fmt: skip
 
     assert main(["--by-length", str(tmp_path / "sweep")]) == 0
     table = (tmp_path / "sweep" / "length_report.md").read_text()
@@ -114,17 +109,13 @@ def test_bounds_must_increase(capsys):
 
 
 def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
-    run = tmp_path / "sweep" / "positions=relative"
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["positions=relative"]))
     data_cfg = asdict(DataConfig(root=str(tmp_path / "nowhere"), test_split="test"))
     config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (run / "train_summary.json").write_text(json.dumps({"test_bleu": 50.0}))
-    (run / "checkpoints").mkdir()
     proto = train_bpe(WORDS * 3, vocab_size=30, character_coverage=1.0)
-    torch.save({"model": {}, "bpe_model": proto}, run / "checkpoints" / "last.pt")
-    (run / "hyp_test.txt").write_text("a man\n")
+    write_run_folder(
+        tmp_path / "sweep", ["positions=relative"], config, {"test_bleu": 50.0},
+        hyps=["a man"], bpe=proto,
+    )  # fmt: skip
     assert main(["--by-length", str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err
     assert f"data.root is {tmp_path / 'nowhere'} here, not a folder" in err

@@ -10,7 +10,6 @@ the short sources too.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,6 +20,8 @@ from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.evaluate import score_corpus
 from tests.conftest import REPO
+
+from .run_folders import write_run_folder
 
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 SHORT = [" ".join(WORDS[i : i + 4]) for i in range(12)]
@@ -59,18 +60,13 @@ def write_study(sweep: Path, data: Path) -> None:
         yaml_path = REPO / "configs" / "positions" / f"{name}.yaml"
         model = {**asdict(ModelConfig()), **yaml.safe_load(yaml_path.read_text())}
         hyps = [keep_every(short_n, s) for s in SHORT] + [keep_every(long_n, s) for s in LONG]
+        summary = {"test_bleu": score_corpus(hyps, SHORT + LONG, "").bleu}
         for seed in (1, 2):
-            overrides = [f"positions={name}", f"train.seed={seed}"]
-            run = sweep / ",".join(overrides)
-            (run / ".hydra").mkdir(parents=True)
-            (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
             config = {"data": data_cfg, "model": model, "train": {"seed": seed}}
-            (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-            bleu = score_corpus(hyps, SHORT + LONG, "").bleu
-            (run / "train_summary.json").write_text(json.dumps({"test_bleu": bleu}))
-            (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
-            lengths = [len(s.split()) for s in SHORT + LONG]
-            (run / "src_lengths_test.txt").write_text("".join(f"{n}\n" for n in lengths))
+            write_run_folder(
+                sweep, [f"positions={name}", f"train.seed={seed}"], config, summary,
+                hyps=hyps, src_lengths=[len(s.split()) for s in SHORT + LONG],
+            )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,8 @@ from rpr_nmt.config import DataConfig
 from rpr_nmt.data import Tokenizer
 from rpr_nmt.data.bpe import train_bpe
 
+from .run_folders import write_run_folder
+
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 SHORT = [" ".join(WORDS[i : i + 4]) for i in range(10)]
 LONG = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(4)]
@@ -42,19 +44,14 @@ def write_corpus(root: Path) -> None:
 def write_run(sweep: Path, k: int, seed: int, bpe: bytes, test_bleu: float) -> Path:
     """A finished run folder as rpr-nmt-train writes it."""
     overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
-    run = sweep / ",".join(overrides)
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     data = asdict(DataConfig(test_split="test", valid_split="valid"))
     data["root"] = "${oc.env:RPR_NMT_DATA,data}/tiny"  # as configs/data/*.yaml name it
     model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
     config = {"data": data, "model": {**model, "sinusoidal": False}, "train": {"seed": seed}}
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (run / ".hydra" / "hydra.yaml").write_text("hydra: {}\n")
     summary = {"test_bleu": test_bleu, "test_chrf": test_bleu + 20, "valid_bleu": test_bleu}
-    (run / "train_summary.json").write_text(json.dumps(summary))
     test_hyps = TEST if k else [lose_every_second_word(s) for s in TEST]
-    (run / "hyp_test.txt").write_text("\n".join(test_hyps) + "\n")
+    run = write_run_folder(sweep, overrides, config, summary, hyps=test_hyps)
+    (run / ".hydra" / "hydra.yaml").write_text("hydra: {}\n")
     (run / "hyp_valid.txt").write_text("\n".join(SHORT[:3]) + "\n")
     (run / "eval_test.json").write_text(json.dumps({"bleu": test_bleu}))
     (run / "train.log").write_text("log\n")

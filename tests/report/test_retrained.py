@@ -9,7 +9,6 @@ sentences lose their last word), Shaw keeps every second word only: a change bey
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.evaluate import score_corpus
 from tests.conftest import REPO
 
+from .run_folders import write_run_folder
 from .test_position_study import LONG, SHORT, keep_every, write_corpus
 
 SOURCES = SHORT + LONG
@@ -41,23 +41,18 @@ def write_run(
     train: dict | None = None,
 ) -> None:  # fmt: skip
     """One run of positions=`name` as --collect leaves it, trained with `arithmetic`."""
-    overrides = [f"positions={name}", f"train.seed={seed}"]
-    run = folder / ",".join(overrides)
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     positions = yaml.safe_load((REPO / "configs" / "positions" / f"{name}.yaml").read_text())
     config = {
         "data": asdict(DataConfig(root=str(data), test_split="test")),
         "model": {**asdict(ModelConfig()), **positions},
         "train": {"seed": seed, **(train or {})},
     }
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     summary = {
         "test_bleu": score_corpus(hyps, SOURCES, "").bleu,
         "sessions": [{"start_step": 0, "precision": "bf16", "arithmetic": arithmetic}],
     }
-    (run / "train_summary.json").write_text(json.dumps(summary))
-    (run / "hyp_test.txt").write_text("\n".join(hyps) + "\n")
+    overrides = [f"positions={name}", f"train.seed={seed}"]
+    write_run_folder(folder, overrides, config, summary, hyps=hyps)
 
 
 @pytest.fixture

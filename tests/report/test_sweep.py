@@ -11,16 +11,14 @@ import yaml
 from rpr_nmt.cli.report import main
 from rpr_nmt.report.sweep import find_runs, group_runs, markdown_table, reference_row
 
+from .run_folders import write_run_folder
+
 
 def make_run(sweep: Path, k: int, seed: int, bleu: float) -> None:
     overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
-    run = sweep / ",".join(overrides)
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"model": model}))
     summary = {"test_bleu": bleu, "valid_bleu": bleu + 1, "steps": 100, "train_tokens_per_sec": 5e3}
-    (run / "train_summary.json").write_text(json.dumps(summary))
+    write_run_folder(sweep, overrides, {"model": model}, summary)
 
 
 def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
@@ -97,12 +95,9 @@ def test_statistics_without_a_test(tmp_path, capsys):
     assert "| 3 | 32.0 ± 2.0 [27.0, 37.0] |" in stats
 
 
-def write_run(path: Path, overrides: list[str], model: dict, seed: int) -> None:
-    (path / ".hydra").mkdir(parents=True)
-    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+def write_run(sweep: Path, overrides: list[str], model: dict, seed: int) -> Path:
     config = {"model": model, "train": {"seed": seed, "lr": 0.001, "ema_decay": None}}
-    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (path / "train_summary.json").write_text(json.dumps({"test_bleu": 30.0 + seed}))
+    return write_run_folder(sweep, overrides, config, {"test_bleu": 30.0 + seed})
 
 
 def test_a_setting_is_what_was_trained_not_how_the_overrides_spell_it(tmp_path):
@@ -124,10 +119,10 @@ def test_a_key_added_after_a_run_reads_as_its_default(tmp_path):
     # configs differ only by the key, at its default, and the seeds must pair as one setting.
     model = {"max_relative_position": 16}
     write_run(tmp_path / "before", ["train.seed=1"], model, 1)
-    write_run(tmp_path / "after", ["train.seed=2"], model, 2)
-    write_run(tmp_path / "whole", ["train.compile_scope=model", "train.seed=1"], model, 1)
-    for run, scope in (("after", "layers"), ("whole", "model")):
-        path = tmp_path / run / ".hydra" / "config.yaml"
+    after = write_run(tmp_path / "after", ["train.seed=2"], model, 2)
+    whole = write_run(tmp_path / "whole", ["train.compile_scope=model", "train.seed=1"], model, 1)
+    for run, scope in ((after, "layers"), (whole, "model")):
+        path = run / ".hydra" / "config.yaml"
         config = yaml.safe_load(path.read_text())
         config["train"]["compile_scope"] = scope
         path.write_text(yaml.safe_dump(config))
