@@ -139,7 +139,7 @@ def judge_retraining(
         base = [read_test_output(r, text) for r in old]
         outputs = {"new": [read_test_output(r, text) for r in new]}
         compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]
-        published, retrained = (Row(label, new[0].model, runs, label) for runs in (old, new))
+        published, retrained = (Row(label, runs[0].model, runs, label) for runs in (old, new))
         pairings.append(Pairing(published, retrained, compared))
     return pairings
 

@@ -56,6 +56,7 @@ def write_corpus(root: Path) -> Path:
 def write_study(sweep: Path, data: Path) -> None:
     """Two seeds of every method in KEPT, each run folder as --collect leaves it."""
     data_cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=CAP))
+    lengths = [len(s.split()) for s in SHORT + LONG]  # source lengths, in words
     for name, (short_n, long_n) in KEPT.items():
         yaml_path = REPO / "configs" / "positions" / f"{name}.yaml"
         model = {**asdict(ModelConfig()), **yaml.safe_load(yaml_path.read_text())}
@@ -65,7 +66,7 @@ def write_study(sweep: Path, data: Path) -> None:
             config = {"data": data_cfg, "model": model, "train": {"seed": seed}}
             write_run_folder(
                 sweep, [f"positions={name}", f"train.seed={seed}"], config, summary,
-                hyps=hyps, src_lengths=[len(s.split()) for s in SHORT + LONG],
+                hyps=hyps, src_lengths=lengths,
             )  # fmt: skip
 
 
