@@ -38,8 +38,8 @@
 #           compiled's figures to decide BY_QUERY_DEVICES
 #   layers  an encoder layer (D 512, ~4096 tokens per batch, bf16) with Shaw's terms by gather, per
 #           diagonal and by query against the plain layer at each n of LAYER_N (default
-#           64,128,192,256: DIAGONALS_ABOVE and BY_QUERY_DEVICES timed inside a layer; not yet
-#           run on a GPU, expected well under a minute): speed_layers.md
+#           64,128,192,256: DIAGONALS_ABOVE and BY_QUERY_DEVICES timed inside a layer; 15-20 s
+#           for five n at 21 rounds on the H100): speed_layers.md
 #   onmt    OpenNMT-py 3.5.1 on the same model and batch, relative and absolute: onmt_train.md
 #   decode  beam-4 decoding of test_2016_flickr, rpr-nmt beside OpenNMT-py, each on a model of the
 #           same size (transformer_small, k = 16) it trained for DECODE_STEPS updates (default 2000) so

@@ -59,11 +59,11 @@ FEW_QUERIES = 8
 # Devices whose relative terms go through Diagonals (above); elsewhere gather and scatter_add,
 # which the CPU runs without atomics (and the published CPU sweeps were trained with).
 DIAGONAL_DEVICES = ("cuda",)
-# ... and from how many queries on. Short sequences keep gather and scatter-add there too: at
-# n <= 128 both forms are a few dozen small kernels, launch-bound, and the diagonal form launches
-# more (an H100, 2026-11-26: Shaw 1.90 against 2.45 ms at n = 64; per diagonal faster from n = 256,
-# 9x at n = 4096; docs/performance.md, "the second sitting").
-DIAGONALS_ABOVE = 128
+# ... and from how many queries on. Shorter sequences keep gather and scatter-add there too: inside
+# an encoder layer (an H100, bf16, the seventh sitting, 2026-11-27) gather costs less up to n = 320
+# (1.69 against 1.74x the plain layer at 320, 1.59 against 1.89x at 128), the diagonal form from
+# 352 on (1.88 against 2.05x; 2.07 against 3.42x at 512): docs/performance.md, "seventh sitting".
+DIAGONALS_ABOVE = 320
 
 
 def diagonals_apply(device: torch.device, q_len: int) -> bool:
