@@ -23,9 +23,11 @@ padding), each as the model runs it, the method's own term built inside the step
 Part 3, a whole encoder layer (D 512, 8 heads, d_ff 2048, dropout 0.1, pre-norm, about 4096 tokens
 per batch: B = 4096 // n) at each n of --layer-n (default 64), without relative terms and with them
 (k = 16, a^K + a^V, per-head tables) in each form of Shaw's terms, by gather, per diagonal and by
-query, on any device; the model's own choice at that n is named below the table. Timed in
-interleaved rounds (A B C D, D C B A, ...); the figure is the median of per-round time ratios (the
-host is shared and drifts). On CUDA, --layer-n 64,128,192,256 times DIAGONALS_ABOVE inside a layer.
+query, and with T5's bias by gather and per diagonal (built in each step, as a stack builds it once
+per forward for all its layers: one layer is a stack of one), on any device; the model's own
+choice at that n is named below the table. Timed in interleaved rounds (A B C D, D C B A, ...); the
+figure is the median of per-round time ratios (the host is shared and drifts). On CUDA, --layer-n
+64,128,192,256 times DIAGONALS_ABOVE inside a layer.
 
 Peak memory: on CUDA, torch.cuda.max_memory_allocated above the memory held before the call. On CPU,
 each (method, n) runs once in a fresh subprocess: the growth of the process's peak resident set
@@ -61,6 +63,7 @@ from rpr_nmt.model.multihead import RelativePositions  # noqa: E402
 from rpr_nmt.model.positions.alibi import ALiBi  # noqa: E402
 from rpr_nmt.model.positions.rope import Rotary  # noqa: E402
 from rpr_nmt.model.positions.t5 import T5Bias  # noqa: E402
+from rpr_nmt.model.positions.terms import PositionTerms  # noqa: E402
 from rpr_nmt.precision import host_summary, matmul_ceilings
 
 METHODS = ["none", "aK", "aK+aV", "materialised"]
@@ -328,17 +331,22 @@ def bench_layer_at(n: int, args, device, dtype):
     B = max(1, TOKENS // n)
     sizes = dict(d_model=512, n_heads=8, d_ff=2048, dropout=0.1, attention_dropout=0.1)
     relative = EncoderLayer(**sizes, relative=RelativePositions(k=K))
-    layers = {"none": EncoderLayer(**sizes, relative=RelativePositions(k=0))}
+    plain = EncoderLayer(**sizes, relative=RelativePositions(k=0))
+    layers = {"none": plain}
     for form in FORMS:  # the same layer with its terms in each form
         layers["aK+aV" + form] = relative
-    for layer in layers.values():
-        layer.to(device, dtype).train()
+    for form in FORMS[:2]:  # the plain layer with T5's bias, built in each form
+        layers["t5" + form] = plain
+    t5 = T5Bias(n_heads=8, num_buckets=32, max_distance=128, bidirectional=True)
+    for module in [*layers.values(), t5]:
+        module.to(device, dtype).train()
     x = torch.randn(B, n, 512, device=device, dtype=dtype)
 
     def step(name):
         with relative_form(name):
-            layers[name](x).square().mean().backward()
-        for p in layers[name].parameters():
+            terms = PositionTerms(bias=t5.bias(n, n, 0, device)) if name.startswith("t5") else None
+            layers[name](x, terms=terms).square().mean().backward()
+        for p in [*layers[name].parameters(), *t5.parameters()]:
             p.grad = None
 
     for name in layers:
@@ -355,7 +363,9 @@ def bench_layer_at(n: int, args, device, dtype):
     print("|---|---|")
     for name in layers:
         print(f"| {name} | {statistics.median(times[name]) * 1e3:.1f} |")
-    print(f"the model takes Shaw's terms {form_the_model_takes(device, n)} here")
+    t5_form = "per diagonal" if attention_kernels.diagonals_apply(device, n) else "by gather"
+    shaw_form = form_the_model_takes(device, n)
+    print(f"the model takes Shaw's terms {shaw_form}, T5's bias {t5_form} here")
     for name in [name for name in layers if name != "none"]:
         ratios = [a / b for a, b in zip(times[name], times["none"])]
         quartiles = statistics.quantiles(ratios, n=4)

@@ -39,3 +39,10 @@ def test_a_named_form_runs_on_any_device_and_the_models_choice_comes_back(suffix
 def test_part_two_times_shaw_by_query_only_where_its_rows_fit():
     assert "shaw by query" in bench.by_form(bench.BY_QUERY_MAX_N)
     assert "shaw by query" not in bench.by_form(2 * bench.BY_QUERY_MAX_N)
+
+
+@pytest.mark.parametrize("suffix,diagonals", [(" by gather", False), (" per diagonal", True)])
+def test_part_three_builds_t5s_bias_in_the_form_it_names(suffix, diagonals):
+    with bench.relative_form("t5" + suffix):
+        assert attention_kernels.diagonals_apply(CPU, 64) is diagonals
+    assert not attention_kernels.diagonals_apply(CPU, 64)
