@@ -28,6 +28,7 @@ from rpr_nmt.report.significance import (
     Comparison,
     SeedOutput,
     compare_seedwise,
+    report_bleu,
 )
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
@@ -65,8 +66,6 @@ def score_by_length(
     Raises:
         FileNotFoundError: the run has no hyp file, or neither lengths nor a checkpoint.
     """
-    from rpr_nmt.evaluate import corpus_bleu
-
     text = text or CorpusText()
     lengths, refs, hyps = [], [], []
     for split in splits or [run.test_split]:
@@ -84,7 +83,7 @@ def score_by_length(
         if not members:
             bleu.append(None)
             continue
-        bleu.append(corpus_bleu([hyps[i] for i in members], [refs[i] for i in members], ""))
+        bleu.append(report_bleu([hyps[i] for i in members], [refs[i] for i in members], ""))
     return BucketScores(bucket_labels(bounds), [len(g) for g in groups], bleu)
 
 
@@ -240,8 +239,6 @@ def unseen_length_section(
     `cap` BPE tokens (`outputs`: each setting's unseen_outputs) over seeds, with the mean
     difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
     compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
-    from rpr_nmt.evaluate import corpus_bleu
-
     compared, n = compared
     samples = n_samples or DEFAULT_SAMPLES[test]
     lines = [
@@ -253,7 +250,7 @@ def unseen_length_section(
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        bleu = [corpus_bleu(h, r, lang) for _, h, r, lang in outputs[row.setting]]
+        bleu = [report_bleu(h, r, lang) for _, h, r, lang in outputs[row.setting]]
         cells = [row.label, str(len(bleu)), format_stats(seed_stats(bleu))]
         comparison = compared.get(row.setting)
         if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):

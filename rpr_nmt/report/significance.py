@@ -101,6 +101,17 @@ def paired_p_values(
     return results
 
 
+def report_bleu(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> float:
+    """Corpus sacreBLEU as rpr_nmt.evaluate.corpus_bleu gives it, from the kept sentence statistics
+    that the paired tests share (_metric): a report scores each run's sentences in several
+    groupings (all, each length bucket, past the cap), and each sentence is now read once."""
+    from sacrebleu.metrics import BLEU
+
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references: not line-aligned")
+    return float(_metric(BLEU, tgt_lang).corpus_score(list(hyps), [list(refs)]).score)
+
+
 _METRICS: dict[tuple[type, str], object] = {}
 
 
@@ -120,7 +131,17 @@ def _metric(kind: type, tgt_lang: str):
 
 
 class _SentenceMemo:
-    """Mixin for a sacrebleu Metric: each (hypothesis, references) pair's statistics once."""
+    """Mixin for a sacrebleu Metric: each (hypothesis, references) pair's statistics once, and
+    each sentence's references read once (every run of a report is scored on the same ones)."""
+
+    def _cache_references(self, references):
+        memo = self.__dict__.setdefault("_reference_memo", {})
+        rows = list(zip(*references))
+        todo = list(dict.fromkeys(row for row in rows if row not in memo))
+        if todo:
+            streams = [[row[j] for row in todo] for j in range(len(references))]
+            memo.update(zip(todo, super()._cache_references(streams)))
+        return [memo[row] for row in rows]  # num_refs: set by _extract_corpus_statistics below
 
     def _extract_corpus_statistics(self, hypotheses, references):
         if not references:  # sacrebleu's cached references: nothing to key on
@@ -203,20 +224,36 @@ def compare_seedwise(
     Returns:
         A Comparison per setting (in the order of `settings`).
     """
-    by_seed = {seed: (hyps, refs, lang) for seed, hyps, refs, lang in baseline}
-    compared: dict[str, Comparison] = {}
+    by_seed = {seed: (hyps, refs) for seed, hyps, refs, _ in baseline}
+    # Every setting's run of one seed against the baseline's in one PairedTest: the baseline's
+    # statistics and confidence interval once per seed, not once per setting. Each system's test
+    # draws the same resamples from the same seed, so its p-value is what a test alone gives.
+    tested: dict[tuple[int | None, str], list[tuple[str, int, list[str]]]] = {}
+    notes: dict[str, str] = {}
     for name, outputs in settings.items():
-        result = Comparison()
-        for seed, hyps, refs, lang in outputs:
+        for position, (seed, hyps, refs, lang) in enumerate(outputs):
             if seed not in by_seed:
                 continue
-            base_hyps, base_refs, _ = by_seed[seed]
-            if refs != base_refs:
-                result.note = "another test set than the baseline's"
+            if refs != by_seed[seed][1]:
+                notes[name] = "another test set than the baseline's"
                 continue
-            p = paired_p_values(
-                base_hyps, [hyps], refs, test=test, tgt_lang=lang, n_samples=n_samples
-            )[0]
+            tested.setdefault((seed, lang), []).append((name, position, list(hyps)))
+    found: dict[tuple[str, int], tuple[int | None, dict[str, PairedResult]]] = {}
+    for (seed, lang), systems in tested.items():
+        base_hyps, refs = by_seed[seed]
+        results = paired_p_values(
+            base_hyps, [hyps for *_, hyps in systems], refs,
+            test=test, tgt_lang=lang, n_samples=n_samples,
+        )  # fmt: skip
+        for (name, position, _), p in zip(systems, results):
+            found[name, position] = seed, p
+    compared: dict[str, Comparison] = {}
+    for name, outputs in settings.items():
+        result = Comparison(note=notes.get(name, ""))
+        for position in range(len(outputs)):  # in the setting's order of seeds
+            if (name, position) not in found:
+                continue
+            seed, p = found[name, position]
             result.seeds.append(seed)
             for metric in METRICS:
                 result.p_values.setdefault(metric, []).append(p[metric].p_value)

@@ -93,3 +93,41 @@ def test_kept_sentence_statistics_give_sacrebleus_own_p_values():
             assert kept[metric].p_value == fresh[column][1].p_value
             assert kept[metric].score == fresh[column][1].score
             assert kept[metric].baseline_score == fresh[column][0].score
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_settings_tested_together_get_the_p_values_of_tests_alone(test):
+    # compare_seedwise tests every setting of one seed against the baseline in one PairedTest:
+    # each must get what a test of it alone gives, in its own order of seeds.
+    refs = corpus(50, seed=3)
+    baseline = [(1, degrade(refs, 3), refs, "de"), (2, degrade(refs, 4), refs, "de")]
+    settings = {
+        "a": [(2, degrade(refs, 2), refs, "de"), (1, degrade(refs, 5), refs, "de")],
+        "b": [(1, degrade(refs, 6), refs, "de")],
+    }
+    compared = compare_seedwise(baseline, settings, test=test, n_samples=200)
+    base = {seed: hyps for seed, hyps, _, _ in baseline}
+    for name, outputs in settings.items():
+        assert compared[name].seeds == [seed for seed, *_ in outputs]
+        for i, (seed, hyps, _, _) in enumerate(outputs):
+            (alone,) = paired_p_values(base[seed], [hyps], refs, test=test, n_samples=200)
+            for metric in ("BLEU", "chrF"):
+                assert compared[name].p_values[metric][i] == alone[metric].p_value
+                assert compared[name].scores[metric][i] == alone[metric].score
+
+
+def test_report_bleu_is_corpus_bleu_on_any_grouping_of_sentences():
+    # The report scores the same sentences whole, per length bucket and past the cap from kept
+    # statistics and references: each must be what rpr_nmt.evaluate.corpus_bleu gives afresh.
+    from rpr_nmt.evaluate import corpus_bleu
+    from rpr_nmt.report.significance import report_bleu
+
+    refs = corpus(70, seed=4)
+    hyps = degrade(refs, 3)
+    hyps[::5] = corpus(len(hyps[::5]), seed=5)
+    for members in (range(70), range(0, 70, 2), range(35, 70), range(70)):
+        h, r = [hyps[i] for i in members], [refs[i] for i in members]
+        for lang in ("", "de"):
+            assert report_bleu(h, r, lang) == corpus_bleu(h, r, lang)
+    with pytest.raises(ValueError, match="69 hypotheses for 70 references"):
+        report_bleu(hyps[1:], refs, "")
