@@ -238,7 +238,7 @@ def compare_seedwise(
                 notes[name] = "another test set than the baseline's"
                 continue
             tested.setdefault((seed, lang), []).append((name, position, list(hyps)))
-    found: dict[tuple[str, int], tuple[int | None, dict[str, PairedResult]]] = {}
+    found: dict[tuple[str, int], dict[str, PairedResult]] = {}
     for (seed, lang), systems in tested.items():
         base_hyps, refs = by_seed[seed]
         results = paired_p_values(
@@ -246,14 +246,14 @@ def compare_seedwise(
             test=test, tgt_lang=lang, n_samples=n_samples,
         )  # fmt: skip
         for (name, position, _), p in zip(systems, results):
-            found[name, position] = seed, p
+            found[name, position] = p
     compared: dict[str, Comparison] = {}
     for name, outputs in settings.items():
         result = Comparison(note=notes.get(name, ""))
-        for position in range(len(outputs)):  # in the setting's order of seeds
+        for position, (seed, *_) in enumerate(outputs):  # in the setting's order of seeds
             if (name, position) not in found:
                 continue
-            seed, p = found[name, position]
+            p = found[name, position]
             result.seeds.append(seed)
             for metric in METRICS:
                 result.p_values.setdefault(metric, []).append(p[metric].p_value)
