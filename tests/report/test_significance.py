@@ -131,3 +131,61 @@ def test_report_bleu_is_corpus_bleu_on_any_grouping_of_sentences():
             assert report_bleu(h, r, lang) == corpus_bleu(h, r, lang)
     with pytest.raises(ValueError, match="69 hypotheses for 70 references"):
         report_bleu(hyps[1:], refs, "")
+
+
+@pytest.mark.parametrize("seed", [None, "7"], ids=["default-seed", "seed-7"])
+def test_the_bootstrap_gives_sacrebleus_paired_test_for_several_systems(seed, monkeypatch):
+    # rpr_nmt.report.bootstrap sums the resamples in one matrix product and scores the
+    # baseline's resamples once: every system's score and p-value must be PairedTest's.
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    if seed is None:
+        monkeypatch.delenv("SACREBLEU_SEED", raising=False)
+    else:
+        monkeypatch.setenv("SACREBLEU_SEED", seed)
+    refs = corpus(90, seed=6)
+    base = degrade(refs, 3)
+    systems = [degrade(refs, 2), degrade(refs, 4), corpus(90, seed=7), list(base)]
+    ours = paired_p_values(base, systems, refs, tgt_lang="de", n_samples=250)
+    named = [("baseline", base)] + [(f"s{i}", s) for i, s in enumerate(systems)]
+    metrics = {"BLEU": BLEU(trg_lang="de"), "chrF": CHRF()}
+    _, fresh = PairedTest(named, metrics, [refs], test_type="bs", n_samples=250)()
+    for i, result in enumerate(ours[:3], start=1):  # the 4th is the baseline itself: p 1
+        for metric, column in zip(("BLEU", "chrF"), ("BLEU", "chrF2")):
+            assert result[metric].p_value == fresh[column][i].p_value
+            assert result[metric].score == fresh[column][i].score
+    assert ours[3]["BLEU"].p_value == 1.0
+
+
+def test_the_bootstrap_draws_afresh_without_a_seed_and_leaves_wide_sums_to_sacrebleu(monkeypatch):
+    from rpr_nmt.report import bootstrap
+
+    refs = corpus(60, seed=8)
+    base, better = degrade(refs, 2), degrade(refs, 5)
+    monkeypatch.setenv("SACREBLEU_SEED", "none")
+    assert bootstrap.sacrebleu_seed() is None
+    (result,) = paired_p_values(base, [better], refs, n_samples=200)
+    assert 0 < result["BLEU"].p_value < 0.05
+    # Sums that float32 could not hold exactly, or statistics that are not counts: PairedTest.
+    assert not bootstrap.fits([[2.0**24, 1.0]] * 2) and not bootstrap.fits([[0.5, 1.0]])
+    assert bootstrap.fits([[3, 4], [5, 6]])
+    monkeypatch.setenv("SACREBLEU_SEED", "12345")
+    monkeypatch.setattr(bootstrap, "EXACT_FLOAT32", 1)  # nothing fits: sacrebleu's own test
+    (alone,) = paired_p_values(base, [better], refs, n_samples=200)
+    monkeypatch.undo()
+    monkeypatch.delenv("SACREBLEU_SEED", raising=False)
+    (fast,) = paired_p_values(base, [better], refs, n_samples=200)
+    assert alone["BLEU"].p_value == fast["BLEU"].p_value and alone["chrF"] == fast["chrF"]
+
+
+def test_resample_counts_are_sacrebleus_draws():
+    import numpy as np
+
+    from rpr_nmt.report.bootstrap import resample_counts
+
+    counts = resample_counts(7, 5, seed=3)
+    idxs = np.random.default_rng(3).choice(7, size=(5, 7), replace=True)
+    assert counts.shape == (5, 7) and (counts.sum(1) == 7).all()
+    for row, drawn in zip(counts, idxs):
+        assert list(row) == [list(drawn).count(i) for i in range(7)]
