@@ -189,3 +189,18 @@ def test_resample_counts_are_sacrebleus_draws():
     assert counts.shape == (5, 7) and (counts.sum(1) == 7).all()
     for row, drawn in zip(counts, idxs):
         assert list(row) == [list(drawn).count(i) for i in range(7)]
+
+
+def test_metrics_with_one_tokenizer_share_their_sentence_statistics():
+    from sacrebleu.metrics import BLEU
+
+    from rpr_nmt.evaluate import corpus_bleu
+    from rpr_nmt.report.significance import _metric, report_bleu
+
+    plain, german, chinese = _metric(BLEU, ""), _metric(BLEU, "de"), _metric(BLEU, "zh")
+    assert plain is not german and plain._memo is german._memo  # both 13a
+    assert chinese._memo is not plain._memo  # the zh tokenizer splits otherwise
+    refs = ["他 骑 自行车。", "一只狗在跑"]
+    hyps = ["他骑自行车。", "一只狗 在跑"]
+    assert report_bleu(hyps, refs, "zh") == corpus_bleu(hyps, refs, "zh")
+    assert report_bleu(hyps, refs, "") == corpus_bleu(hyps, refs, "")
