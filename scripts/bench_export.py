@@ -219,8 +219,14 @@ def load_split(
     return model, tokenizer, config, split, sources[: args.limit], refs[: args.limit]
 
 
-def run_bench(args: argparse.Namespace, ct2: Any) -> tuple[list[Row], dict[str, Any]]:
-    """Load, export, decode every (engine, weights, beam), score; returns rows and the context."""
+def run_bench(
+    args: argparse.Namespace, ct2: Any, host: Callable[[], str]
+) -> tuple[list[Row], dict[str, Any]]:
+    """Load, export, decode every (engine, weights, beam), score; returns rows and the context.
+
+    `host` gives the header's host line (the matmul ceilings: seconds, minutes where bf16 is
+    emulated); it is measured once the export has succeeded and before decoding, on an idle
+    machine, so a refused checkpoint or a missing package is told at once."""
     model, tokenizer, config, split, sources, refs = load_split(args)
     lang = config.data.tgt_lang
     inter, intra = thread_layout(args.threads, args.streams)
@@ -232,6 +238,7 @@ def run_bench(args: argparse.Namespace, ct2: Any) -> tuple[list[Row], dict[str, 
     with tempfile.TemporaryDirectory(prefix="bench_export-") as tmp:
         info = {"checkpoint": str(args.checkpoint), "weights": args.weights}
         folders = export_all(model, tokenizer, Path(tmp), info)  # first: a refusal exits early
+        host_line = host()
         ours = {"fp32": model, "bf16": decoding_model(model, "bf16")}
         for precision, beam in [("fp32", 1), ("fp32", args.beam), ("bf16", args.beam)]:
             cfg = replace(base, beam_size=beam, precision=precision)
@@ -247,7 +254,8 @@ def run_bench(args: argparse.Namespace, ct2: Any) -> tuple[list[Row], dict[str, 
                 runs.append(Run("CTranslate2", quantization, beam, seconds, out))
             del translator  # its threads go before the next folder's translator starts
     rows, signatures = make_rows(runs, tokenizer, refs, lang)
-    context = dict(split=split, sentences=len(sources), decode=base, scores=signatures, load=load)
+    context = dict(split=split, sentences=len(sources), decode=base, scores=signatures)
+    context.update(load=load, host=host_line)
     return rows, context
 
 
@@ -322,11 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    host = host_summary(matmul_ceilings())  # before decoding, on an idle machine
     try:
         ct2 = require_ctranslate2()
-        rows, context = run_bench(args, ct2)
-        context["host"] = host
+        rows, context = run_bench(args, ct2, host=lambda: host_summary(matmul_ceilings()))
     except (BenchError, CheckpointError, DataError, ExportError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

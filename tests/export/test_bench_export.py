@@ -58,15 +58,23 @@ def test_pieces_to_nbest_gives_our_ids(tiny_bpe):
     assert [h.tokens for h in out[0]] == [ids] and out[1] == []
 
 
+def not_measured():
+    raise AssertionError("the matmul ceilings were measured before the setup was checked")
+
+
 def test_missing_ctranslate2_is_one_line(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 -> ImportError
+    monkeypatch.setattr(bench, "matmul_ceilings", not_measured)  # told at once, not after them
     assert bench.main(["--checkpoint", str(tmp_path / "none.pt")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -e '.[export]'" in err
 
 
-def test_per_head_tables_are_refused_in_one_line(tiny_checkpoint, tiny_bpe, capsys, tmp_path):
+def test_per_head_tables_are_refused_in_one_line(
+    tiny_checkpoint, tiny_bpe, capsys, tmp_path, monkeypatch
+):
     pytest.importorskip("ctranslate2")
+    monkeypatch.setattr(bench, "matmul_ceilings", not_measured)  # refused before them
     torch.manual_seed(0)
     cfg = tiny_config(share_relative_across_heads=False)
     model = build_model(cfg, vocab_size=tiny_bpe.vocab_size, pad_id=0)
