@@ -124,7 +124,7 @@ def _bootstrap(
         stats = [metric._extract_corpus_statistics(list(hyps), refs) for hyps in systems]
         if not all(fits(s) for s in (base, *stats)):
             return None
-        samples = n_samples or DEFAULT_SAMPLES["bs"]
+        samples = n_samples if n_samples > 0 else DEFAULT_SAMPLES["bs"]  # as PairedTest
         base_score = metric._aggregate_and_compute(base).score
         found[name] = [(base_score, None), *paired_bootstrap(metric, base, stats, samples)]
     return found
