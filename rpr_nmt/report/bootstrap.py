@@ -62,7 +62,7 @@ def paired_bootstrap(
     baseline_stats: Sequence[Sequence[float]],
     systems_stats: Sequence[Sequence[Sequence[float]]],
     n_samples: int,
-) -> list[tuple[float, float]]:
+) -> tuple[float, list[tuple[float, float]]]:
     """sacrebleu's paired bootstrap p-value of each system against the baseline on one metric.
 
     Args:
@@ -72,7 +72,8 @@ def paired_bootstrap(
         n_samples: resamples (sacrebleu's 1000 when asked for 0).
 
     Returns:
-        For each system, (score, p-value) as sacrebleu's `Result.score` and `Result.p_value`.
+        The baseline's score, and for each system (score, p-value), as sacrebleu's `Result.score`
+        and `Result.p_value`.
     """
     from sacrebleu.significance import _compute_p_value
 
@@ -90,4 +91,4 @@ def paired_bootstrap(
         sample_diffs = np.abs(resampled_scores(metric, stats, counts) - baseline_scores)
         p = _compute_p_value(sample_diffs - sample_diffs.mean(), abs(baseline_score - score))
         results.append((score, p))
-    return results
+    return baseline_score, results

@@ -118,15 +118,15 @@ def _bootstrap(
     from rpr_nmt.report.bootstrap import fits, paired_bootstrap
 
     refs = [list(references)]
+    samples = n_samples if n_samples > 0 else DEFAULT_SAMPLES["bs"]  # as PairedTest
     found = {}
     for name, metric in metrics.items():
         base = metric._extract_corpus_statistics(list(baseline), refs)
         stats = [metric._extract_corpus_statistics(list(hyps), refs) for hyps in systems]
         if not all(fits(s) for s in (base, *stats)):
             return None
-        samples = n_samples if n_samples > 0 else DEFAULT_SAMPLES["bs"]  # as PairedTest
-        base_score = metric._aggregate_and_compute(base).score
-        found[name] = [(base_score, None), *paired_bootstrap(metric, base, stats, samples)]
+        base_score, tested = paired_bootstrap(metric, base, stats, samples)
+        found[name] = [(base_score, None), *tested]
     return found
 
 
@@ -260,9 +260,9 @@ def compare_seedwise(
         A Comparison per setting (in the order of `settings`).
     """
     by_seed = {seed: (hyps, refs) for seed, hyps, refs, _ in baseline}
-    # Every setting's run of one seed against the baseline's in one PairedTest: the baseline's
-    # statistics and confidence interval once per seed, not once per setting. Each system's test
-    # draws the same resamples from the same seed, so its p-value is what a test alone gives.
+    # Every setting's run of one seed against the baseline's in one paired_p_values call: the
+    # baseline's statistics and resampled scores once per seed, not once per setting. Each system's
+    # test draws the same resamples from the same seed, so its p-value is what a test alone gives.
     tested: dict[tuple[int | None, str], list[tuple[str, int, list[str]]]] = {}
     notes: dict[str, str] = {}
     for name, outputs in settings.items():
