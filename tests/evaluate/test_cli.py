@@ -20,6 +20,7 @@ from rpr_nmt.checkpoint import TrainingState, save_checkpoint
 from rpr_nmt.config import DataConfig, ModelConfig, TrainJobConfig
 from rpr_nmt.data.bpe import train_bpe
 from rpr_nmt.model import build_model
+from tests.forkrun import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 SACREBLEU = Path(sys.executable).parent / "sacrebleu"
@@ -72,9 +73,9 @@ def tiny_run(tmp_path_factory) -> dict[str, Path]:
 
 
 def cli(module: str, *args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess:
+    """`python -m rpr_nmt.cli.MODULE ARGS` in a process of its own (forked: tests/forkrun.py)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", f"rpr_nmt.cli.{module}", *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True)
+    return run_module(f"rpr_nmt.cli.{module}", list(args), cwd=cwd, env=env, stdin=stdin)
 
 
 def test_evaluate_writes_files_and_bleu_equals_the_sacrebleu_command_line(tiny_run, tmp_path):

@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
+from tests.forkrun import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +103,9 @@ def run_train(args: list[str], timeout: float = 120, **kwargs) -> subprocess.Com
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
-    return subprocess.run(
-        [sys.executable, "-m", "rpr_nmt.cli.train", *args], cwd=REPO, env=env,
-        capture_output=True, text=True, timeout=timeout, **kwargs,
-    )  # fmt: skip
+    if kwargs:  # what run_module does not take (input=...)
+        return subprocess.run(
+            [sys.executable, "-m", "rpr_nmt.cli.train", *args], cwd=REPO, env=env,
+            capture_output=True, text=True, timeout=timeout, **kwargs,
+        )  # fmt: skip
+    return run_module("rpr_nmt.cli.train", args, cwd=REPO, env=env, timeout=timeout)
