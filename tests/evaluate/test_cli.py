@@ -1,5 +1,5 @@
-"""rpr-nmt-evaluate and rpr-nmt-translate end to end on a tiny checkpoint, run as subprocesses
-(each imports torch afresh: seconds)."""
+"""rpr-nmt-evaluate and rpr-nmt-translate end to end on a tiny checkpoint, each command a process
+of its own (forked from one that imported torch: tests/forkrun.py)."""
 
 from __future__ import annotations
 

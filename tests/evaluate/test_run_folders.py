@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from rpr_nmt.cli.config_store import claim_run_dir
 from tests.evaluate.test_cli import REPO, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.forkrun import run_module
 
 
 @pytest.mark.parametrize("command,record", [("evaluate", "eval_test.json"),
@@ -31,9 +30,8 @@ def test_a_command_never_writes_into_another_commands_folder(tiny_run, tmp_path,
         folder.mkdir(parents=True)
         (folder / record).write_text('{"other": true}\n')
     env = {**os.environ, "PYTHONPATH": str(REPO), "RPR_NMT_RUNS": str(runs)}
-    cmd = [sys.executable, "-m", f"rpr_nmt.cli.{command}", f"checkpoint={tiny_run['a']}",
-           "decode.beam_size=1", "decode.max_len_b=2"]  # fmt: skip
-    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+    args = [f"checkpoint={tiny_run['a']}", "decode.beam_size=1", "decode.max_len_b=2"]
+    out = run_module(f"rpr_nmt.cli.{command}", args, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert all(json.loads((f / record).read_text()) == {"other": True} for f in others)
     mine = sorted(set((runs / command).iterdir()) - set(others))

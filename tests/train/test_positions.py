@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import position_methods
 from rpr_nmt.train import train
 from rpr_nmt.train.setup import check_model_settings
+from tests.forkrun import run_module
 
 from .conftest import REPO, compose_config, run_train, tiny_overrides, train_curve
 
@@ -89,18 +88,18 @@ def test_the_command_lines_train_evaluate_and_translate(group, corpus, cache_dir
     assert summary["steps"] == 2 and summary["test_bleu"] is not None
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     checkpoint = run_dir / "checkpoints" / "last.pt"
-    evaluate = subprocess.run(
-        [sys.executable, "-m", "rpr_nmt.cli.evaluate", f"checkpoint={checkpoint}",
-         "decode.max_len_b=4", f"hydra.run.dir={tmp_path / 'eval'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    evaluate = run_module(
+        "rpr_nmt.cli.evaluate",
+        [f"checkpoint={checkpoint}", "decode.max_len_b=4", f"hydra.run.dir={tmp_path / 'eval'}"],
+        cwd=tmp_path, env=env, timeout=120,
     )  # fmt: skip
     assert evaluate.returncode == 0, evaluate.stderr[-3000:]
     assert json.loads((tmp_path / "eval" / "eval_test.json").read_text())["sentences"] == 16
-    translate = subprocess.run(
-        [sys.executable, "-m", "rpr_nmt.cli.translate", f"checkpoint={checkpoint}",
-         "decode.max_len_b=4", f"hydra.run.dir={tmp_path / 'translate'}"],
-        cwd=tmp_path, env=env, input="the red dog\na small cat runs\n", capture_output=True,
-        text=True, timeout=120,
+    translate = run_module(
+        "rpr_nmt.cli.translate",
+        [f"checkpoint={checkpoint}", "decode.max_len_b=4",
+         f"hydra.run.dir={tmp_path / 'translate'}"],
+        cwd=tmp_path, env=env, stdin="the red dog\na small cat runs\n", timeout=120,
     )  # fmt: skip
     assert translate.returncode == 0, translate.stderr[-3000:]
     assert len(translate.stdout.splitlines()) == 2
