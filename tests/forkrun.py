@@ -56,8 +56,8 @@ def stream(fd, mode, like):
 
 def child(request):
     for fd, path, flags in ((0, request["stdin"], os.O_RDONLY),
-                            (1, request["stdout"], os.O_WRONLY),
-                            (2, request["stderr"], os.O_WRONLY)):
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
         opened = os.open(path, flags)
         os.dup2(opened, fd)
         os.close(opened)
@@ -131,7 +131,7 @@ _servers: dict[frozenset, _Server] = {}
 def _server_for(env: dict[str, str]) -> _Server:
     key = frozenset((k, v) for k, v in env.items() if not k.startswith(NEUTRAL_PREFIXES))
     if key not in _servers:
-        _servers[key] = _Server({k: v for k, v in env.items() if k in dict(key)})
+        _servers[key] = _Server(dict(key))
     return _servers[key]
 
 
@@ -167,8 +167,6 @@ def run_module(
     with tempfile.TemporaryDirectory(prefix="forkrun-") as folder:
         files = {name: Path(folder) / name for name in ("stdin", "stdout", "stderr")}
         files["stdin"].write_bytes((stdin or "").encode(encoding))
-        for name in ("stdout", "stderr"):
-            files[name].touch()
         server = _server_for(env)
         request = {"module": module, "args": list(args), "cwd": str(cwd), "env": env}
         server.send(request | {name: str(path) for name, path in files.items()})

@@ -6,7 +6,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,14 +97,9 @@ def train_curve(run_dir: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
 
 
-def run_train(args: list[str], timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+def run_train(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `python -m rpr_nmt.cli.train ARGS` single-threaded; returns the completed process."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
-    if kwargs:  # what run_module does not take (input=...)
-        return subprocess.run(
-            [sys.executable, "-m", "rpr_nmt.cli.train", *args], cwd=REPO, env=env,
-            capture_output=True, text=True, timeout=timeout, **kwargs,
-        )  # fmt: skip
     return run_module("rpr_nmt.cli.train", args, cwd=REPO, env=env, timeout=timeout)
