@@ -32,6 +32,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def torchrun_env(tmp_path: Path) -> dict[str, str]:
+    """One thread per rank, and torchrun's temporary folders (torchelastic_*, one per launch, never
+    removed) under the test's own tmp_path rather than left in the system's /tmp."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
+
+
 def two_gloo_ranks_against_one_process(tmp_path: Path, scope: str | None, rtol: float) -> None:
     out = tmp_path / "ddp.pt"
     port = str(_free_port())
@@ -84,7 +92,7 @@ def test_torchrun_two_cpu_ranks_train_and_resume(corpus, cache_dir, tmp_path):
     torchrun = Path(sys.executable).with_name("torchrun")
     base = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(_free_port())]
     args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu_sentences=4")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = torchrun_env(tmp_path)
     for steps in (4, 6):
         cmd = [*base, "-m", "rpr_nmt.cli.train", *args, f"train.max_steps={steps}"]
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -101,7 +109,7 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
     """SIGTERM to torchrun (two gloo ranks): one checkpoint at the update both ranks agreed on, and
     the rerun continues to the losses of an uninterrupted run."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = torchrun_env(tmp_path)
 
     def command(run_dir: Path, steps: int) -> list[str]:
         args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu=false")
@@ -147,7 +155,7 @@ def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
     """One rank under torchrun goes through the process group (gloo here, nccl on a GPU) and
     DistributedDataParallel, and its updates are a plain run's; a plain run joins none."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = torchrun_env(tmp_path)
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
         env.pop(name, None)
     summaries = {}
