@@ -113,6 +113,9 @@ class TrainConfig:
     # "auto" (bf16 where the device computes it natively, else fp32: rpr_nmt/precision.py), "fp32",
     # "bf16" (autocast), "fp16" (CUDA, grad scaler); the presets say auto, the library fp32
     precision: str = "fp32"
+    # reduced-precision arithmetic (rpr_nmt/model/arithmetic.py): 1 = the published bf16 runs'; 2 =
+    # shared attention inputs cast once and NumPy's dropout masks; fp32 is the same under either
+    arithmetic: int = 1
     compile: bool = False  # train through torch.compile (symbolic shapes)
     # what is compiled: "layers" (each encoder and decoder layer; one graph per layer kind serves
     # all of them, so it compiles in a fraction of the time) or "model" (the whole forward)

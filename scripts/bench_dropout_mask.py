@@ -18,7 +18,8 @@ OMP_WAIT_POLICY=PASSIVE to see what the split gains when nothing spins, or with 
 the random words alone, without the comparison. --compiled adds a third form, rand_mask through
 torch.compile (inductor's own CPU random numbers, drawn inside its generated loop), its compile time
 printed first. --numpy adds the words drawn by NumPy's SFC64 (one generator per mask, seeded by a
-draw of torch's default generator), as branch cast-once's dropout.NUMPY_MASKS draws them.
+draw of torch's default generator), as train.arithmetic=2 draws them
+(rpr_nmt/model/dropout.py's numpy_words).
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import torch
 
-from rpr_nmt.model.dropout import dropout_mask, keep_mask, words_for
+from rpr_nmt.model.dropout import dropout_mask, keep_mask, numpy_words, words_for
 from rpr_nmt.precision import host_summary, matmul_ceilings
 
 
@@ -55,10 +55,8 @@ def split_draws(numel: int, pool: ThreadPoolExecutor, n_parts: int) -> torch.Ten
 
 
 def numpy_draws(numel: int) -> torch.Tensor:
-    """The words of a mask from NumPy's SFC64, seeded by one draw of torch's default generator."""
-    seed = int(torch.randint(0, 2**62, ()).item())
-    words = np.random.SFC64(seed).random_raw(words_for(numel))
-    return torch.from_numpy(words.view(np.int64))
+    """The words of a mask as arithmetic 2 draws them (dropout.numpy_words: NumPy's SFC64)."""
+    return numpy_words(words_for(numel))
 
 
 def numpy_mask(shape: tuple[int, ...], p: float) -> torch.Tensor:

@@ -75,7 +75,9 @@ def fixed_batches(config: TrainJobConfig, n: int) -> tuple[list[Any], int, int]:
 class Runner:
     """One model variant with its optimizer, trained on the fixed batches."""
 
-    def __init__(self, config, vocab_size, pad_id, precision, device, compile=None) -> None:
+    def __init__(
+        self, config, vocab_size, pad_id, precision, device, compile=None, arithmetic: int = 1
+    ) -> None:
         torch.manual_seed(1)
         self.model = build_model(config.model, vocab_size=vocab_size, pad_id=pad_id).to(device)
         train = config.train
@@ -87,7 +89,7 @@ class Runner:
         self.forward_model = wrap_model(  # what trains; compile: None or the scope
             self.model, self.ctx, compile=compile is not None, scope=compile or "layers"
         )
-        self.autocast = autocast_factory(precision, device)
+        self.autocast = autocast_factory(precision, device, arithmetic)  # train.arithmetic
         self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.pad_id = pad_id
         self.update_seconds: list[float] = []  # of the last run

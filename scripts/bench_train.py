@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_train.py [--rounds 5] [--steps 4] [--max-tokens 6500]
         [--precisions fp32 bf16] [--model transformer_small] [--device cpu] [--threads 2]
         [--variants relative absolute rope alibi t5 learned none] [--data multi30k_en_de]
-        [--json PATH] [--profile] [--compile [layers|model]] [--by-query]
+        [--json PATH] [--profile] [--compile [layers|model]] [--by-query] [--arithmetic 1 2]
 
 Each variant is a positions= group over the model preset (relative: relative_k16, Shaw k = 16 with
 a^K + a^V, no sinusoid; absolute: the sinusoid alone; the others by their own names; the default
@@ -34,6 +34,8 @@ these move least. --no-memory skips the peak-memory processes (with --compile, e
 --by-query computes Shaw's terms as the paper does (attention_kernels.ByQuery: matmuls batched over
 the queries, no gather or scatter-add over the batch) on the benchmark's device, where gather and
 scatter_add take them by default: the figures that decide attention_kernels.BY_QUERY_DEVICES.
+--arithmetic 1 2 times each variant in each train.arithmetic (rpr_nmt/model/arithmetic.py) in the
+same rounds, a twin named "VARIANT a2" beside it; ratios stay to the baseline in arithmetic 1.
 """
 
 from __future__ import annotations
@@ -70,14 +72,23 @@ from bench_runner import (  # noqa: E402
 )
 
 
+def runner_name(variant: str, arithmetic: int) -> str:
+    """A variant's name in the rounds and the table: "rope", or "rope a2" in arithmetic 2."""
+    return variant if arithmetic == 1 else f"{variant} a{arithmetic}"
+
+
 def bench_precision(
     configs, batches, vocab_size, pad_id, precision, device, rounds, steps, profile=False,
-    compile=None,
+    compile=None, arithmetics=(1,),
 ):  # fmt: skip
-    """Interleaved rounds of every variant for one precision; returns a row per variant."""
+    """Interleaved rounds of every variant (in each arithmetic) for one precision; returns a row
+    per variant and arithmetic."""
     runners = {
-        v: Runner(c, vocab_size, pad_id, precision, device, compile) for v, c in configs.items()
+        runner_name(v, a): Runner(c, vocab_size, pad_id, precision, device, compile, a)
+        for v, c in configs.items()
+        for a in arithmetics
     }
+    which = {runner_name(v, a): (v, a) for v in configs for a in arithmetics}
     for variant, runner in runners.items():  # warm-up: allocator, kernels (compiled: every shape)
         start = time.perf_counter()
         runner.run(batches if compile else batches[:2])
@@ -135,7 +146,8 @@ def bench_precision(
         profile_updates(runners, batches[:steps], precision)
     return [
         {
-            "precision": precision, "variant": v, "speed": statistics.median(speed[v]),
+            "precision": precision, "variant": which[v][0], "arithmetic": which[v][1], "name": v,
+            "speed": statistics.median(speed[v]),
             "ratio": statistics.median(ratios[v]), "range": (min(ratios[v]), max(ratios[v])),
             "work": work[v], "share": statistics.median(shares[v]) if shares[v] else None,
         }
@@ -188,12 +200,14 @@ def profile_updates(runners: dict[str, Runner], batches: list[Any], precision: s
             )
 
 
-def peak_in_fresh_process(args: argparse.Namespace, variant: str, precision: str) -> float:
+def peak_in_fresh_process(
+    args: argparse.Namespace, variant: str, precision: str, arithmetic: int = 1
+) -> float:
     """Peak memory (MiB) of 3 updates of one variant in a process of its own."""
     command = [
         sys.executable, __file__, "--peak-of", variant, precision, "--model", args.model,
         "--max-tokens", str(args.max_tokens), "--device", args.device, "--data", args.data,
-        "--threads", str(torch.get_num_threads()),
+        "--threads", str(torch.get_num_threads()), "--arithmetic", str(arithmetic),
         *(["--compile", args.compile] if args.compile else []),
         *(["--by-query"] if args.by_query else []),
     ]  # fmt: skip
@@ -231,6 +245,10 @@ def main() -> None:
         help="Shaw's terms as the paper computes them (attention_kernels.ByQuery) on --device",
     )  # fmt: skip
     parser.add_argument(
+        "--arithmetic", nargs="+", type=int, default=[1], choices=[1, 2],
+        help="time each variant in each of these train.arithmetic values, side by side",
+    )  # fmt: skip
+    parser.add_argument(
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -243,7 +261,8 @@ def main() -> None:
         variant, precision = args.peak_of
         config = load_config(args.model, args.max_tokens, variant, args.data)
         batches, vocab_size, pad_id = fixed_batches(config, 3)
-        Runner(config, vocab_size, pad_id, precision, device, args.compile).run(batches)
+        arithmetic = args.arithmetic[0]
+        Runner(config, vocab_size, pad_id, precision, device, args.compile, arithmetic).run(batches)
         print(json.dumps({"peak": peak_memory_mb(device)}))
         return
     variants = list(dict.fromkeys([*args.variants, BASELINE]))  # the baseline always runs
@@ -276,12 +295,15 @@ def main() -> None:
             args.steps,
             args.profile,
             args.compile,
+            sorted(set(args.arithmetic)),
         )
     ]
     for row in rows:
         row["memory"] = None
         if not args.no_memory:
-            row["memory"] = peak_in_fresh_process(args, row["variant"], row["precision"])
+            row["memory"] = peak_in_fresh_process(
+                args, row["variant"], row["precision"], row["arithmetic"]
+            )
     print(f"\n{date.today()} | {platform.machine()} | torch {torch.__version__}")
     print(f"{host_summary(ceilings)}\n")
     print(
@@ -293,7 +315,7 @@ def main() -> None:
         low, high = row["range"]
         share = "" if row["share"] is None else f" ({row['share']:.0%})"
         print(
-            f"| {row['precision']} | {row['variant']} | {row['speed']:,.0f}{share} | "
+            f"| {row['precision']} | {row['name']} | {row['speed']:,.0f}{share} | "
             f"{row['work'] / 1e6:.1f} | {row['ratio']:.3f} ({low:.3f}-{high:.3f}) | "
             + ("not measured |" if row["memory"] is None else f"{row['memory']:,.0f} MiB |")
         )
@@ -316,6 +338,7 @@ def write_json(
             "label": method_label(asdict(configs[row["variant"]].model)),
             "positions": VARIANTS[row["variant"]],
             "precision": row["precision"],
+            "arithmetic": row["arithmetic"],
             "tokens_per_sec": round(row["speed"], 1),
             "time_ratio_to_sinusoid": round(row["ratio"], 4),
             "time_ratio_range": [round(x, 4) for x in row["range"]],

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from rpr_nmt.model.arithmetic import casts_shared_inputs
 from rpr_nmt.model.attention import relative_attention
 from rpr_nmt.model.cache import KeyValueCache
 from rpr_nmt.model.positions.terms import PositionTerms
@@ -161,6 +162,7 @@ class RelativeMultiheadAttention(nn.Module):
         Shapes:
             memory: (B, S, D); returns keys and values (B, H, S, Dh).
         """
+        memory = _cast_shared(memory)  # read by k_proj and v_proj
         keys = self.split_heads(self.k_proj(memory)).contiguous()
         return KeyValueCache(keys, self.split_heads(self.v_proj(memory)).contiguous())
 
@@ -203,7 +205,9 @@ class RelativeMultiheadAttention(nn.Module):
         if memory is not None and terms is not None:
             raise ValueError("cross-attention takes no position terms (none in any method)")
         rotation = None if terms is None else terms.rotation
+        out_dtype = x.dtype
         if memory is None:
+            x = _cast_shared(x)  # read by q_proj, k_proj and v_proj
             keys = self.split_heads(self.k_proj(x))  # (B, H, Tq, Dh): the new positions' keys
             if rotation is not None:
                 keys = rotation(keys)  # RoPE: rotated once, at their own positions
@@ -234,8 +238,15 @@ class RelativeMultiheadAttention(nn.Module):
             bias=None if terms is None else terms.bias,
             pairs=None if terms is None else terms.pairs,
         )  # (B, H, Tq, Dh)
-        out = z.transpose(1, 2).reshape(B, Tq, D).to(x.dtype)  # (B, Tq, D), groups split again
+        out = z.transpose(1, 2).reshape(B, Tq, D).to(out_dtype)  # (B, Tq, D), groups split again
         return self.out_proj(out), kv
+
+
+def _cast_shared(x: Tensor) -> Tensor:
+    """`x` cast once for the projections that share it, under arithmetic 2's autocast
+    (rpr_nmt/model/arithmetic.py); as it is otherwise, for autocast to cast per projection."""
+    dtype = casts_shared_inputs(x)
+    return x if dtype is None else x.to(dtype)
 
 
 def _new_table(shape: tuple[int, ...]) -> nn.Parameter:

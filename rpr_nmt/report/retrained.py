@@ -1,10 +1,11 @@
 """Is a change to the arithmetic only rounding? Published settings retrained by the new code,
 judged against the published runs: retrained.md in the retrained folder.
 
-A change that makes some setting train to other numbers raises ARITHMETIC
-(rpr_nmt.train.provenance), after which no report puts the old runs beside new ones. Before such a
-change lands, the published settings it touches are retrained with it, seed for seed, and this
-report says whether the retrained runs could be the published ones trained again:
+A change that makes some setting train to other numbers comes as a new arithmetic
+(train.arithmetic, rpr_nmt.model.arithmetic), and no report puts runs of two arithmetics side by
+side. Before a new arithmetic becomes the default, the published settings it touches are retrained
+with it, seed for seed, and this report says whether the retrained runs could be the published
+ones trained again:
 
     inside   the retrained seeds' mean test BLEU lies inside the published seeds' 95% interval
              of the mean (rpr_nmt.report.stats, the interval every report gives);
@@ -14,8 +15,8 @@ report says whether the retrained runs could be the published ones trained again
 
 A setting passes when both hold ("rounding only"); else the change alters results beyond rounding
 and does not land. Settings are matched by everything that decides what trains and how it is
-scored (IGNORED_KEYS aside: seeds, paths, devices, logging), so a retraining at another recipe is
-refused in one line naming the keys that differ.
+scored (IGNORED_KEYS aside: seeds, paths, devices, logging, and the arithmetic under test), so a
+retraining at another recipe is refused in one line naming the keys that differ.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ IGNORED_KEYS = frozenset(
     {
         "train.seed", "data.root", "data.cache_dir", "data.encode_threads", "train.device",
         "train.log_every", "train.save_every", "train.keep_last", "train.max_time_minutes",
-        "decode.device", "decode.streams", "decode.max_sentences",
+        "decode.device", "decode.streams", "decode.max_sentences", "train.arithmetic",
     }
 )  # fmt: skip
 

@@ -173,8 +173,8 @@ def check_same_arithmetic(runs: Sequence[Run]) -> None:
         )
         raise ValueError(
             f"these runs were trained by code that trains differently, so their scores do not "
-            f"compare: {named} (train_summary.json's sessions; this code is arithmetic "
-            f"{ARITHMETIC}). Retrain the older settings with one code, or report them apart"
+            f"compare: {named} (train_summary.json's sessions; this code trains arithmetic "
+            f"{ARITHMETIC} by default). Retrain them in one train.arithmetic, or report them apart"
         )
 
 

@@ -95,4 +95,10 @@ def load_speed(folder: Path) -> Speed | None:
         if absent:
             raise ValueError(f"{path}: rows[{i}] has no {', '.join(absent)}")
         figures[(row["label"], row["precision"])] = row
+    arithmetics = sorted({int(row.get("arithmetic", 1)) for row in data["rows"]})
+    if len(arithmetics) > 1:  # twins (bench_train.py --arithmetic 1 2) share their labels
+        raise ValueError(
+            f"{path}: rows of arithmetic {' and '.join(map(str, arithmetics))}, whose figures "
+            "share their labels; write it with one bench_train.py --arithmetic, the runs' own"
+        )
     return Speed(data["command"], data["date"], data["host"], figures)

@@ -2,9 +2,10 @@
 
 A study reuses runs trained by earlier commits beside new ones (results/claims.md compares them
 seed pair by seed pair), which is sound only while the code trains every setting to the same
-numbers. ARITHMETIC names that: it is raised by the change that makes some setting train to other
-numbers (tests/train/test_published_settings_unchanged.py is the test that notices), and every run
-records the value it trained with. A report refuses a folder whose runs mix values
+numbers. An arithmetic names that: a change that makes some setting train to other numbers adds
+one (tests/train/test_published_settings_unchanged.py is the test that notices), the code keeps
+the older ones trainable (train.arithmetic, rpr_nmt/model/arithmetic.py), and every run records
+the value it trained with. A report refuses a folder whose runs mix values
 (rpr_nmt.report.runs), so that a rounding change cannot slip into a comparison unseen.
 
 Each session of a run (the first, then each resume) appends one line to the run folder's
@@ -21,22 +22,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-# Raised by a change that makes any setting train to other numbers; runs from before the record
-# existed read as 1 (every published run trained bit-identically to the code that first had it).
+# train.arithmetic's default; runs from before the record existed read as 1 (every published run
+# trained bit-identically to the code that first had it).
 ARITHMETIC = 1
 SESSIONS_FILE = "sessions.jsonl"
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 @cache
-def code_record() -> dict[str, Any]:
-    """{"arithmetic": ARITHMETIC, "commit": the checkout's HEAD or None outside git, "modified":
-    whether rpr_nmt/ or configs/ differ from it (None outside git)}."""
+def code_record(arithmetic: int = ARITHMETIC) -> dict[str, Any]:
+    """{"arithmetic": the arithmetic trained with (train.arithmetic, 1 in fp32), "commit": the
+    checkout's HEAD or None outside git, "modified": whether rpr_nmt/ or configs/ differ from it
+    (None outside git)}."""
     root = _PACKAGE.parent
     commit = _git(root, "rev-parse", "HEAD")
     status = _git(root, "status", "--porcelain", "--", "rpr_nmt", "configs") if commit else None
     return {
-        "arithmetic": ARITHMETIC,
+        "arithmetic": arithmetic,
         "commit": commit,
         "modified": None if commit is None else bool(status),
     }
@@ -55,10 +57,10 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def record_session(run_dir: Path, step: int, precision: str) -> None:
-    """Append this session's line to `run_dir`/sessions.jsonl: where it starts, in what precision,
-    with what code."""
-    line = {"start_step": step, "precision": precision, **code_record()}
+def record_session(run_dir: Path, step: int, precision: str, arithmetic: int = ARITHMETIC) -> None:
+    """Append this session's line to `run_dir`/sessions.jsonl: where it starts, in what precision
+    and arithmetic, with what code."""
+    line = {"start_step": step, "precision": precision, **code_record(arithmetic)}
     with (Path(run_dir) / SESSIONS_FILE).open("a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -182,6 +182,13 @@ def training_precision(precision: str, device: torch.device) -> str:
     return resolved
 
 
+def training_arithmetic(arithmetic: int, precision: str) -> int:
+    """train.arithmetic as the run computes with it, checked before any data is prepared: 1 in
+    fp32, where both arithmetics compute the same numbers (rpr_nmt/model/arithmetic.py)."""
+    autocast_factory("fp32", torch.device("cpu"), arithmetic)  # refuses a value that is none
+    return 1 if precision == "fp32" else arithmetic
+
+
 def decode_settings(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
     """The decode settings of validation BLEU and the final evaluation, checked before any data is
     prepared (a bad one is a SettingsError naming it), with decode.precision resolved."""

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from rpr_nmt.model.arithmetic import ARITHMETICS, use_arithmetic
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import DivergenceError, SettingsError
 from rpr_nmt.train.loss import label_smoothed_loss
@@ -49,11 +50,19 @@ class StepResult:
     stop: bool
 
 
-def autocast_factory(precision: str, device: torch.device) -> Callable[[], Any]:
-    """A function returning the autocast context of train.precision on `device`.
+def autocast_factory(
+    precision: str, device: torch.device, arithmetic: int = 1
+) -> Callable[[], Any]:
+    """A function returning the autocast context of train.precision on `device`, computing with
+    train.arithmetic (rpr_nmt/model/arithmetic.py) inside it.
 
     bf16 autocast works on CPU and CUDA; fp16 needs a gradient scaler and is CUDA-only.
     """
+    if arithmetic not in ARITHMETICS:
+        raise SettingsError(
+            f"train.arithmetic={arithmetic!r} is not an arithmetic; use 1 (the published bf16 "
+            "runs') or 2 (shared inputs cast once, NumPy's dropout masks)"
+        )
     if precision not in PRECISIONS:
         raise SettingsError(
             f"train.precision={precision!r} is not a precision; use one of {PRECISIONS}"
@@ -66,7 +75,14 @@ def autocast_factory(precision: str, device: torch.device) -> Callable[[], Any]:
     if precision == "fp32":
         return contextlib.nullcontext
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+    return lambda: _reduced(device.type, dtype, arithmetic)
+
+
+@contextlib.contextmanager
+def _reduced(device_type: str, dtype: torch.dtype, arithmetic: int) -> Iterator[None]:
+    """Autocast to `dtype`, computing with `arithmetic`."""
+    with torch.autocast(device_type=device_type, dtype=dtype), use_arithmetic(arithmetic):
+        yield
 
 
 class NonFiniteGuard:

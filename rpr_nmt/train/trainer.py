@@ -51,6 +51,7 @@ from rpr_nmt.train.setup import (
     load_training_data,
     resumed_precision,
     seed_everything,
+    training_arithmetic,
     training_precision,
     wrap_model,
 )
@@ -139,6 +140,7 @@ class Trainer:
         check_compiler(cfg.compile, ctx.device)
         self.requested_precision = cfg.precision
         cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
+        cfg.arithmetic = training_arithmetic(cfg.arithmetic, cfg.precision)
         self.config.decode = decode_settings(self.config.decode, ctx.device)
         seed_everything(cfg.seed)
         if ctx.is_main:  # what a killed earlier session left half-written
@@ -162,7 +164,7 @@ class Trainer:
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
         if ctx.is_main and self.step < cfg.max_steps:  # a session that trains
-            record_session(self.run_dir, self.step, cfg.precision)
+            record_session(self.run_dir, self.step, cfg.precision, cfg.arithmetic)
         self.forward_model = wrap_model(
             self.model, ctx, compile=cfg.compile, scope=cfg.compile_scope
         )
@@ -214,7 +216,8 @@ class Trainer:
 
     def _set_precision(self) -> None:
         """Autocast and, for fp16, the gradient scaler of the precision this session trains in."""
-        self.autocast = autocast_factory(self.cfg.precision, self.ctx.device)
+        self.cfg.arithmetic = training_arithmetic(self.cfg.arithmetic, self.cfg.precision)
+        self.autocast = autocast_factory(self.cfg.precision, self.ctx.device, self.cfg.arithmetic)
         self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
 
     # ------------------------------------------------------------------------------------- loop
@@ -385,7 +388,7 @@ class Trainer:
             "world_size": self.ctx.world_size,
             "process_group": self.ctx.backend,
             "precision": self.cfg.precision,
-            "code": code_record(),
+            "code": code_record(self.cfg.arithmetic),
             "sessions": read_sessions(self.run_dir),
             **extra,
         }

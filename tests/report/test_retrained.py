@@ -40,12 +40,17 @@ def write_run(
     folder: Path, name: str, seed: int, hyps: list[str], data: Path, arithmetic: int,
     train: dict | None = None,
 ) -> None:  # fmt: skip
-    """One run of positions=`name` as --collect leaves it, trained with `arithmetic`."""
+    """One run of positions=`name` as --collect leaves it, trained with `arithmetic`
+    (train.arithmetic in its config as a retraining sets it; published configs predate the key)."""
     positions = yaml.safe_load((REPO / "configs" / "positions" / f"{name}.yaml").read_text())
     config = {
         "data": asdict(DataConfig(root=str(data), test_split="test")),
         "model": {**asdict(ModelConfig()), **positions},
-        "train": {"seed": seed, **(train or {})},
+        "train": {
+            "seed": seed,
+            **({"arithmetic": arithmetic} if arithmetic > 1 else {}),
+            **(train or {}),
+        },
     }
     summary = {
         "test_bleu": score_corpus(hyps, SOURCES, "").bleu,
@@ -153,4 +158,5 @@ def test_experiment_retrain_published_trains_the_published_recipe(positions, pub
     ]  # fmt: skip
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
         config = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
+    assert config["train"]["arithmetic"] == 2  # what it retrains in; the published trained in 1
     assert recipe(Run(old.path, overrides, config, {})) == recipe(old)

@@ -78,3 +78,11 @@ def test_a_broken_sitting_file_is_named(tmp_path: Path, content: str, named: str
     with pytest.raises(ValueError, match=named) as err:
         load_speed(tmp_path)
     assert str(tmp_path / SPEED_FILE) in str(err.value)
+
+
+def test_a_sitting_that_times_two_arithmetics_is_refused(tmp_path: Path):
+    """bench_train.py --arithmetic 1 2 writes twins under one label: no table may take either."""
+    twin = {**SITTING["rows"][1], "arithmetic": 2, "tokens_per_sec": 15000.0}
+    (tmp_path / SPEED_FILE).write_text(json.dumps({**SITTING, "rows": [*SITTING["rows"], twin]}))
+    with pytest.raises(ValueError, match=r"speed.json: rows of arithmetic 1 and 2"):
+        load_speed(tmp_path)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.train import train
+from rpr_nmt.train.errors import SettingsError
 from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of, code_record, read_sessions
 
 from .conftest import REPO, compose_config
@@ -65,3 +66,21 @@ def test_read_sessions_skips_a_torn_line(tmp_path: Path):
     (tmp_path / "sessions.jsonl").write_text('{"start_step": 0, "precision": "fp32"}\n{"start_')
     assert read_sessions(tmp_path) == [{"start_step": 0, "precision": "fp32"}]
     assert read_sessions(tmp_path / "missing") == []
+
+
+def test_each_run_records_the_arithmetic_it_trained_with(corpus, cache_dir, tmp_path):
+    """train.arithmetic=2 is recorded where it computes differently (bf16), and 1 in fp32, where
+    both arithmetics compute the same numbers (tests/model/test_arithmetic.py)."""
+    for precision, recorded in (("bf16", 2), ("fp32", 1)):
+        summary = train(compose_config(corpus, cache_dir, *COMMON, f"train.precision={precision}",
+                                       "train.max_steps=2", "train.arithmetic=2"),
+                        tmp_path / precision)  # fmt: skip
+        assert [s["arithmetic"] for s in summary["sessions"]] == [recorded]
+        assert summary["code"]["arithmetic"] == recorded
+        assert arithmetic_of(summary) == (recorded,)
+
+
+def test_an_arithmetic_that_is_none_is_refused_before_training(corpus, cache_dir, tmp_path):
+    with pytest.raises(SettingsError, match=r"train.arithmetic=3 is not an arithmetic; use 1"):
+        train(compose_config(corpus, cache_dir, *COMMON, "train.arithmetic=3"), tmp_path / "run")
+    assert not (tmp_path / "run" / "sessions.jsonl").exists()
