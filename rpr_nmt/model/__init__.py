@@ -12,6 +12,7 @@ Modules, from the paper's equations outwards:
     positions/            the other position methods, one module each (learned, RoPE, ALiBi, T5),
                           and the seam self-attention calls (terms.py)
     dropout.py            dropout with cheaper CPU masks
+    arithmetic.py         the reduced-precision arithmetic it computes with (train.arithmetic)
     device.py             resolve_device: a device name from a config to a torch.device
 """
 
