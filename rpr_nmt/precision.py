@@ -1,15 +1,17 @@
 """Precision by the hardware: whether a device computes bf16 natively, and what "auto" means.
 
-bf16 autocast is rpr-nmt's fast path where the hardware computes bf16 (CUDA GPUs from Ampere on,
-CPUs with AVX512-BF16 or AMX): there it is 2-5x faster than fp32. Elsewhere it is emulated, and
-on an AVX2-only CPU a bf16 matmul runs about 100x slower than an fp32 one (docs/performance.md,
-"Host classes"). So `train.precision` and `decode.precision` take "auto": bf16 where the device
-computes it natively, fp32 elsewhere.
+bf16 autocast is rpr-nmt's fast path where the hardware computes bf16 fast (CUDA GPUs from Ampere
+on, CPUs with AMX, some with AVX512-BF16): there it is 2-5x faster than fp32. Elsewhere it is
+slower: emulated on an AVX2-only CPU, where a bf16 matmul runs about 100x slower than an fp32 one,
+and half fp32's speed on one AVX512-BF16 host without AMX (docs/performance.md, "Host classes").
+So `train.precision` and `decode.precision` take "auto": bf16 where the device computes it natively
+and at least as fast as fp32, fp32 elsewhere.
 
-On CPU the decision reads torch's CPU capabilities (AVX512-BF16, AMX-BF16) and, where they do not
-settle it (another architecture, an older torch, or kernels held below the CPU's level by
-ATEN_CPU_CAPABILITY or ONEDNN_MAX_CPU_ISA), a matmul probe of a fraction of a second: bf16 counts
-as native when it is at least as fast as fp32.
+On CPU the decision reads torch's CPU capabilities: AMX-BF16 settles it. Elsewhere a matmul probe of
+a fraction of a second decides (bf16 counts as native when it is at least as fast as fp32): on a
+CPU with AVX512-BF16 but no AMX, whose bf16 matmuls ran 5x fp32's speed on one host and half of it
+on another, on another architecture or an older torch, and where ATEN_CPU_CAPABILITY or
+ONEDNN_MAX_CPU_ISA hold the kernels below the CPU's level.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,7 +47,8 @@ class Bf16Support:
     """Whether a device computes bf16 natively, and why we think so.
 
     Attributes:
-        native: bf16 is fast here; "auto" resolves to bf16.
+        native: bf16 is computed natively and at least as fast as fp32 here; "auto" resolves
+            to bf16.
         reason: what decided it, for the log (e.g. "CPU with AVX512-BF16").
         slowdown: bf16 matmul time over fp32's from the probe, when the probe ran; None otherwise.
     """
@@ -54,32 +58,46 @@ class Bf16Support:
     slowdown: float | None = None
 
 
-def matmul_gflops(dtype: torch.dtype, *, size: int = 1024, seconds: float = 1.0) -> float:
-    """Measured GFLOP/s of a (size x size) @ (size x size) matmul on CPU at the current threads.
+def matmul_gflops(
+    dtype: torch.dtype,
+    *,
+    size: int = 1024,
+    seconds: float = 1.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Measured GFLOP/s of a (size x size) @ (size x size) matmul on CPU at the current threads,
+    over `seconds` of `clock`.
 
     The benchmark scripts print it for fp32 and bf16 as the host's ceilings; the probe of
-    `bf16_support` uses a short version of it.
+    `bf16_support` uses a short version of it, on one thread in that thread's CPU time.
     """
     a = torch.randn(size, size).to(dtype)
     b = torch.randn(size, size).to(dtype)
     a @ b  # warm-up: first-call set-up is not the host's speed
-    n, start = 0, time.perf_counter()
+    n, start = 0, clock()
     while True:
         a @ b
         n += 1
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if elapsed >= seconds:
             return 2 * size**3 * n / elapsed / 1e9
 
 
-def probe_bf16_slowdown() -> float:
-    """bf16 matmul time over fp32 matmul time on this CPU, from about 0.1 s of matmuls (256 x 256).
+def probe_bf16_slowdown(size: int = 256, seconds: float = 0.05) -> float:
+    """bf16 matmul time over fp32 matmul time on this CPU, from about 2 x `seconds` of matmuls
+    (size x size) on one thread, timed in its own CPU time: beside other busy processes, wall time
+    on two threads put this host's ratio anywhere from 0.5 to 2.6, one thread's CPU time at 1.7-2.0.
 
     Where bf16 is emulated a single bf16 matmul of this size takes tens of milliseconds, so the
     probe stays short on exactly the hosts where it matters.
     """
-    fp32 = matmul_gflops(torch.float32, size=256, seconds=0.05)
-    bf16 = matmul_gflops(torch.bfloat16, size=256, seconds=0.05)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fp32 = matmul_gflops(torch.float32, size=size, seconds=seconds, clock=time.thread_time)
+        bf16 = matmul_gflops(torch.bfloat16, size=size, seconds=seconds, clock=time.thread_time)
+    finally:
+        torch.set_num_threads(threads)
     return fp32 / bf16
 
 
@@ -107,9 +125,18 @@ def _kernel_limits() -> list[str]:
 @functools.cache
 def _cpu_bf16_support() -> Bf16Support:
     caps, limits = _cpu_capabilities(), _kernel_limits()
-    for flag, name in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16")):
-        if caps.get(flag) and not limits:
-            return Bf16Support(True, f"CPU with {name}")
+    if caps.get("amx_bf16") and not limits:
+        return Bf16Support(True, "CPU with AMX-BF16")
+    if caps.get("avx512_bf16") and not limits:
+        # Without AMX, oneDNN's AVX512-BF16 matmuls ran 5x fp32's speed on one host (AMD EPYC) and
+        # half of it on another (Intel Xeon, 2026-11-28): the median of three probes decides.
+        slowdown = statistics.median(probe_bf16_slowdown(512, 0.03) for _ in range(3))
+        if slowdown <= 1.0:
+            return Bf16Support(True, "CPU with AVX512-BF16", slowdown)
+        return Bf16Support(
+            False, f"CPU with AVX512-BF16 but no AMX, bf16 matmuls {slowdown:.1f}x fp32's time",
+            slowdown,
+        )  # fmt: skip
     slowdown = probe_bf16_slowdown()
     level = torch.backends.cpu.get_cpu_capability()
     held = f", kernels held by {' '.join(limits)}" if limits else ""
