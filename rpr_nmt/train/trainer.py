@@ -140,7 +140,6 @@ class Trainer:
         check_compiler(cfg.compile, ctx.device)
         self.requested_precision = cfg.precision
         cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
-        cfg.arithmetic = training_arithmetic(cfg.arithmetic, cfg.precision)
         self.config.decode = decode_settings(self.config.decode, ctx.device)
         seed_everything(cfg.seed)
         if ctx.is_main:  # what a killed earlier session left half-written
@@ -215,7 +214,7 @@ class Trainer:
         )  # fmt: skip
 
     def _set_precision(self) -> None:
-        """Autocast and, for fp16, the gradient scaler of the precision this session trains in."""
+        """Autocast, fp16's gradient scaler and the arithmetic (1 in fp32) this session trains in."""
         self.cfg.arithmetic = training_arithmetic(self.cfg.arithmetic, self.cfg.precision)
         self.autocast = autocast_factory(self.cfg.precision, self.ctx.device, self.cfg.arithmetic)
         self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
