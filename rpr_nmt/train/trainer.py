@@ -214,7 +214,7 @@ class Trainer:
         )  # fmt: skip
 
     def _set_precision(self) -> None:
-        """Autocast, fp16's gradient scaler and the arithmetic (1 in fp32) this session trains in."""
+        """Autocast, fp16's grad scaler and the arithmetic (1 in fp32) this session trains in."""
         self.cfg.arithmetic = training_arithmetic(self.cfg.arithmetic, self.cfg.precision)
         self.autocast = autocast_factory(self.cfg.precision, self.ctx.device, self.cfg.arithmetic)
         self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
