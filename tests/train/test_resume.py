@@ -44,3 +44,18 @@ def test_resumed_losses_equal_an_uninterrupted_run(corpus, cache_dir, tmp_path):
     other = compose_config(corpus, cache_dir, *common, "train.max_steps=9", "model.d_ff=48")
     with pytest.raises(CheckpointError, match=r"another model config \(differs in \['d_ff'\]\)"):
         train(other, tmp_path / "b")
+
+
+def test_arithmetic_2_resumes_exactly_and_trains_its_own_numbers(corpus, cache_dir, tmp_path):
+    """train.arithmetic=2 in bf16: its NumPy masks come from torch's saved RNG state, so a resumed
+    run equals an uninterrupted one; and it trains other numbers than arithmetic 1."""
+    common = ("train.save_every=3", "train.valid_bleu=false", "train.evaluate_at_end=false",
+              "train.precision=bf16", "model.dropout=0.3")  # fmt: skip
+    two = (*common, "train.arithmetic=2")
+    train(compose_config(corpus, cache_dir, *two, "train.max_steps=6"), tmp_path / "a")
+    train(compose_config(corpus, cache_dir, *two, "train.max_steps=3"), tmp_path / "b")
+    train(compose_config(corpus, cache_dir, *two, "train.max_steps=6"), tmp_path / "b")
+    train(compose_config(corpus, cache_dir, *common, "train.max_steps=6"), tmp_path / "one")
+    a, b, one = (train_curve(tmp_path / name) for name in ("a", "b", "one"))
+    assert a == b and len(a) == 6  # exactly equal, not approximately
+    assert a[0] != one[0] and a != one  # the masks differ from the first update on
