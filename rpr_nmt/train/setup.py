@@ -27,7 +27,7 @@ from rpr_nmt.model.positions import position_problem
 from rpr_nmt.precision import bf16_support, resolve_precision
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import SettingsError
-from rpr_nmt.train.step import autocast_factory
+from rpr_nmt.train.step import autocast_factory, check_arithmetic
 
 
 def check_settings(cfg: TrainConfig) -> None:
@@ -37,7 +37,7 @@ def check_settings(cfg: TrainConfig) -> None:
         raise SettingsError(f"train.best_metric={cfg.best_metric!r}: use loss or bleu")
     if cfg.compile_scope not in ("layers", "model"):
         raise SettingsError(f"train.compile_scope={cfg.compile_scope!r}: use layers or model")
-    training_arithmetic(cfg.arithmetic, cfg.precision)  # refuses a value that is none
+    check_arithmetic(cfg.arithmetic)
     if cfg.best_metric == "bleu" and not cfg.valid_bleu:
         raise SettingsError("train.best_metric=bleu needs train.valid_bleu=true")
     for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
@@ -184,9 +184,8 @@ def training_precision(precision: str, device: torch.device) -> str:
 
 
 def training_arithmetic(arithmetic: int, precision: str) -> int:
-    """train.arithmetic as the run computes with it, checked before any data is prepared: 1 in
+    """train.arithmetic as the run computes with it (check_settings has checked the value): 1 in
     fp32, where both arithmetics compute the same numbers (rpr_nmt/model/arithmetic.py)."""
-    autocast_factory("fp32", torch.device("cpu"), arithmetic)  # refuses a value that is none
     return 1 if precision == "fp32" else arithmetic
 
 

@@ -50,6 +50,15 @@ class StepResult:
     stop: bool
 
 
+def check_arithmetic(arithmetic: int) -> None:
+    """Refuse a train.arithmetic that is none (SettingsError naming the values there are)."""
+    if arithmetic not in ARITHMETICS:
+        raise SettingsError(
+            f"train.arithmetic={arithmetic!r} is not an arithmetic; use 1 (the published bf16 "
+            "runs') or 2 (shared inputs cast once, NumPy's dropout masks)"
+        )
+
+
 def autocast_factory(
     precision: str, device: torch.device, arithmetic: int = 1
 ) -> Callable[[], Any]:
@@ -58,11 +67,7 @@ def autocast_factory(
 
     bf16 autocast works on CPU and CUDA; fp16 needs a gradient scaler and is CUDA-only.
     """
-    if arithmetic not in ARITHMETICS:
-        raise SettingsError(
-            f"train.arithmetic={arithmetic!r} is not an arithmetic; use 1 (the published bf16 "
-            "runs') or 2 (shared inputs cast once, NumPy's dropout masks)"
-        )
+    check_arithmetic(arithmetic)
     if precision not in PRECISIONS:
         raise SettingsError(
             f"train.precision={precision!r} is not a precision; use one of {PRECISIONS}"
