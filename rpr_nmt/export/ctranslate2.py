@@ -29,8 +29,8 @@ What CTranslate2 (4.x, src/layers/attention.cc and transformer.cc) computes, and
 
 What it cannot hold is refused (check_exportable), never approximated: one table per head,
 absolute with relative positions together (CTranslate2 builds no position encoder when an
-attention layer has relative tables, a rotation or a bias), ALiBi (a decoder's only in
-CTranslate2) and T5 tables per layer (CTranslate2 reuses the first layer's): export/positions.py.
+attention layer has relative tables, a rotation or a bias), ALiBi in the encoder (a decoder's only
+in CTranslate2) and T5 tables per layer (CTranslate2 reuses the first layer's): export/positions.py.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def check_exportable(model: Transformer) -> None:
     Raises:
         ExportError: names the setting and the override that would make a model exportable.
     """
-    problem = position_refusal(model, _has_relative_tables(model))  # export/positions.py
+    problem = position_refusal(model)  # export/positions.py
     if problem:
         raise ExportError(problem)
     for name, table in _relative_tables(model):
@@ -132,17 +132,15 @@ def build_spec(model: Transformer, tokenizer: Tokenizer, *, max_positions: int =
 
     check_exportable(model)
     args = model.arguments
-    stack_args = dict(
-        pre_norm=args["pre_norm"],
-        activation=common_spec.Activation.RELU,
-        **stack_options(model, _has_relative_tables(model)),
-    )  # TransformerSpec.from_config's, with the rotary options it does not pass on
+    common = dict(pre_norm=args["pre_norm"], activation=common_spec.Activation.RELU)
+    # TransformerSpec.from_config's, with the options it does not pass on (rotary, alibi), and
+    # each stack's own positions (model.positions_in may leave one without).
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(
-            args["n_encoder_layers"], args["n_heads"], **stack_args
+            args["n_encoder_layers"], args["n_heads"], **common, **stack_options(model, "encoder")
         ),
         transformer_spec.TransformerDecoderSpec(
-            args["n_decoder_layers"], args["n_heads"], **stack_args
+            args["n_decoder_layers"], args["n_heads"], **common, **stack_options(model, "decoder")
         ),
     )
     for stack, ours in ((spec.encoder, model.encoder), (spec.decoder, model.decoder)):
@@ -277,10 +275,6 @@ def _relative_tables(model: Transformer) -> list[tuple[str, Tensor]]:
                 if table is not None:
                     tables.append((f"{name}.{term}", table.detach()))
     return tables
-
-
-def _has_relative_tables(model: Transformer) -> bool:
-    return bool(_relative_tables(model))
 
 
 def _set_norm(spec: Any, norm: nn.LayerNorm) -> None:

@@ -7,12 +7,16 @@ Shape legend: N rows of an absolute table, D model dim, U T5 buckets, H heads, L
     learned (absolute_positions=learned)  position_encodings.encodings: the trained table (N, D)
     shaw (k > 0)                          relative_position_keys / _values (ctranslate2.py)
     rope                                  rotary_dim, rotary_interleave, rotary_base of every
-                                          self-attention, encoder and decoder
+                                          self-attention of the stack
     t5                                    relative_attention_bias (U, H) and
                                           relative_attention_max_distance of every self-attention
+    alibi, in the decoder only            the decoder's alibi flag
     no position at all                    Shaw tables of one zero row, k = 0 (ctranslate2.py)
-    alibi                                 refused (below)
+    alibi in the encoder                  refused (below)
     any method not above                  refused: never written as another method's spec
+
+Each stack gets its own options: with model.positions_in=encoder|decoder the stack without the
+methods is the "no position at all" row.
 
 What CTranslate2 computes, read in its sources (src/layers/attention.cc, attention_layer.cc,
 transformer.cc, src/ops/rotary_cpu.cc), and why the mapping is exact:
@@ -29,8 +33,12 @@ transformer.cc, src/ops/rotary_cpu.cc), and why the mapping is exact:
 - Absolute positions: an encoder or decoder builds no position encoder when its first layer's
   self-attention has positions of its own (has_positional_embeddings: relative keys, T5 bias,
   rotary, ALiBi), so an absolute method beside a relative one would be dropped: refused.
-- ALiBi: only TransformerDecoderSpec has the alibi flag; an encoder cannot hold it, while ours
-  biases encoder self-attention too: refused.
+- ALiBi: only TransformerDecoderSpec has the alibi flag; an encoder cannot hold it, so ours is
+  refused wherever it biases encoder self-attention. In a decoder CTranslate2 adds slope_h times
+  each key's position counted back from the last key, j - (Tk - 1), with Press et al.'s slopes
+  (those of the nearest smaller power of two, then every other one of twice that), unscaled,
+  after the 1 / sqrt(Dh) scaling: for the last query, ours (-m_h (i - j)); for earlier queries of
+  a causal prefix it differs from ours by a constant per query, which softmax cancels.
 """
 
 from __future__ import annotations
@@ -47,60 +55,64 @@ from rpr_nmt.model.positions.setting import INT32_MAX
 from rpr_nmt.model.transformer import Decoder, Encoder
 
 __all__ = [
-    "position_methods_of",
     "position_refusal",
     "set_stack_positions",
     "spec_array",
+    "stack_methods",
     "stack_options",
 ]
 
 ENGINE = "CTranslate2"
-# The methods mapped above (ALiBi is refused with its reason); any other is refused, not guessed.
+# The methods mapped above (ALiBi in an encoder is refused with its reason); any other is refused.
 EXPORTED_ABSOLUTE = ("sinusoid", "learned", "none")
-EXPORTED_RELATIVE = ("shaw", "rope", "t5", "none")
+EXPORTED_RELATIVE = ("shaw", "rope", "t5", "alibi", "none")  # ALiBi: a decoder's only
+STACKS = ("encoder", "decoder")
 
 
-def position_methods_of(model: Transformer, has_shaw_tables: bool) -> tuple[str, str]:
-    """The (absolute, relative) methods a model puts to work, "none" where it has none.
+def stack_methods(model: Transformer, stack: str) -> tuple[str, str]:
+    """The (absolute, relative) methods one stack puts to work, "none" where it has none: the
+    model's settings, or none at all in the stack that model.positions_in leaves without them.
 
     Args:
         model: the Transformer to export.
-        has_shaw_tables: whether its self-attention learns Shaw tables (k > 0 and a^K or a^V).
+        stack: "encoder" or "decoder".
 
     Returns:
         e.g. ("sinusoid", "none"), ("none", "shaw"), ("learned", "none"), ("none", "rope").
     """
     args = model.arguments
+    if args.get("positions_in", "both") not in ("both", stack):
+        return "none", "none"
     absolute = args.get("absolute_positions", "sinusoid")
     if absolute == "sinusoid" and not args["sinusoidal"]:
         absolute = "none"
     relative = args.get("relative_positions", "shaw")
-    if relative == "shaw" and not has_shaw_tables:
+    if relative == "shaw" and getattr(model, stack).shaw_k == 0:  # k = 0, or neither a^K nor a^V
         relative = "none"
     return absolute, relative
 
 
-def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
+def position_refusal(model: Transformer) -> str | None:
     """Why CTranslate2 cannot hold this model's positions exactly, in one line; None if it can.
 
-    Args:
-        model: the Transformer to export.
-        has_shaw_tables: whether its self-attention learns Shaw tables.
+    Each stack is judged on its own: with model.positions_in=encoder|decoder the other stack has
+    no position at all, which CTranslate2 holds (tables of one zero row).
     """
-    absolute, relative = position_methods_of(model, has_shaw_tables)
-    stacks = model.arguments.get("positions_in", "both")
-    if stacks != "both":
-        return (
-            f"model.positions_in={stacks} cannot be exported: rpr_nmt/export/positions.py gives "
-            f"{ENGINE}'s encoder and decoder the same positions; translate it with "
-            "rpr-nmt-translate"
-        )
-    if relative == "alibi":
+    for stack in STACKS:
+        problem = _stack_refusal(model, stack, *stack_methods(model, stack))
+        if problem:
+            return problem
+    return None
+
+
+def _stack_refusal(model: Transformer, stack: str, absolute: str, relative: str) -> str | None:
+    """Why one stack's (absolute, relative) methods cannot be exported; None if they can."""
+    if relative == "alibi" and stack == "encoder":
         return (
             f"model.relative_positions=alibi cannot be exported: {ENGINE} applies ALiBi in "
             "decoders only (TransformerDecoderSpec's alibi flag; an encoder has none), and this "
             "model's encoder self-attention has ALiBi's bias too; translate it with "
-            "rpr-nmt-translate"
+            "rpr-nmt-translate (ALiBi in the decoder only, model.positions_in=decoder, exports)"
         )
     for axis, method, exported in (
         ("absolute", absolute, EXPORTED_ABSOLUTE),
@@ -119,7 +131,7 @@ def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
             f"int32 (at most {INT32_MAX}), and another value buckets the distances differently; "
             "translate it with rpr-nmt-translate, or train with a smaller one (128 in T5)"
         )
-    if relative == "t5" and not _one_t5_table_per_stack(model):
+    if relative == "t5" and not _one_t5_table(getattr(model, stack)):
         return (
             "model.share_relative_across_layers=false with model.relative_positions=t5 (one "
             f"bias table per layer) cannot be exported: {ENGINE} computes T5's bias from the "
@@ -147,21 +159,25 @@ def position_refusal(model: Transformer, has_shaw_tables: bool) -> str | None:
     )
 
 
-def stack_options(model: Transformer, has_shaw_tables: bool) -> dict[str, Any]:
-    """Keyword arguments of TransformerEncoderSpec and TransformerDecoderSpec for the positions.
+def stack_options(model: Transformer, stack: str) -> dict[str, Any]:
+    """Keyword arguments of one stack's TransformerEncoderSpec or TransformerDecoderSpec for its
+    positions (stack: "encoder" or "decoder").
 
-    relative_position (Shaw's tables, also the one-zero-row tables of a model without any
-    position), relative_attention_bias (T5), or rotary_dim / rotary_interleave / rotary_base
-    (RoPE); with none of them the spec has a position_encodings table (sinusoid or learned).
+    relative_position (Shaw's tables, also the one-zero-row tables of a stack without any
+    position), relative_attention_bias (T5), rotary_dim / rotary_interleave / rotary_base (RoPE) or
+    alibi (a decoder's, with negative positions and the bias not scaled, as ours); with none of
+    them the spec has a position_encodings table (sinusoid or learned).
     """
-    absolute, relative = position_methods_of(model, has_shaw_tables)
+    absolute, relative = stack_methods(model, stack)
     if relative == "rope":
-        rotary = model.encoder.relative_terms.rotary
+        rotary = getattr(model, stack).relative_terms.rotary
         return dict(
             rotary_dim=rotary.dims, rotary_interleave=rotary.interleaved, rotary_base=rotary.base
         )
     if relative == "t5":
         return dict(relative_attention_bias=True)
+    if relative == "alibi":  # decoders only (position_refusal)
+        return dict(alibi=True, alibi_use_positive_positions=False, scale_alibi=False)
     return dict(relative_position=absolute == "none")  # shaw, or no position at all (k = 0)
 
 
@@ -200,13 +216,10 @@ def _has_attention_positions(stack_spec: Any) -> bool:
     )
 
 
-def _one_t5_table_per_stack(model: Transformer) -> bool:
-    """Whether each stack's T5 tables are one (shared), or per-layer tables that are all equal."""
-    for stack in (model.encoder, model.decoder):
-        tables = [t5.weight.detach() for t5 in stack.relative_terms.t5]
-        if not all(torch.equal(table, tables[0]) for table in tables[1:]):
-            return False
-    return True
+def _one_t5_table(stack: Encoder | Decoder) -> bool:
+    """Whether a stack's T5 tables are one (shared), or per-layer tables that are all equal."""
+    tables = [t5.weight.detach() for t5 in stack.relative_terms.t5]
+    return all(torch.equal(table, tables[0]) for table in tables[1:])
 
 
 def spec_array(t: Tensor) -> np.ndarray:

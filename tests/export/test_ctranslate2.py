@@ -171,6 +171,29 @@ VARIANTS = {
         relative_positions="t5", share_relative_across_layers=True, t5_num_buckets=8,
         t5_max_distance=10, pre_norm=False, **RELATIVE_ONLY,
     ),
+    # model.positions_in: each stack its own spec options, the other stack without positions.
+    "shaw_encoder_only": dict(positions_in="encoder"),
+    "shaw_decoder_only": dict(positions_in="decoder"),
+    "sinusoid_encoder_only": dict(max_relative_position=0, sinusoidal=True, positions_in="encoder"),
+    "sinusoid_decoder_only": dict(max_relative_position=0, sinusoidal=True, positions_in="decoder"),
+    "learned_decoder_only": dict(
+        absolute_positions="learned", max_positions=48, max_relative_position=0,
+        positions_in="decoder",
+    ),
+    "rope_encoder_only": dict(relative_positions="rope", positions_in="encoder", **RELATIVE_ONLY),
+    "rope_decoder_only": dict(relative_positions="rope", positions_in="decoder", **RELATIVE_ONLY),
+    "t5_decoder_only": dict(
+        relative_positions="t5", share_relative_across_layers=True, positions_in="decoder",
+        **RELATIVE_ONLY,
+    ),
+    # ALiBi in the decoder only: CTranslate2's decoder alibi flag (an encoder has none).
+    "alibi_decoder_only": dict(
+        relative_positions="alibi", positions_in="decoder", **RELATIVE_ONLY
+    ),
+    "alibi_decoder_only_3_heads_post_norm": dict(
+        relative_positions="alibi", positions_in="decoder", n_heads=3, d_model=48,
+        pre_norm=False, **RELATIVE_ONLY,
+    ),
 }  # fmt: skip
 
 
@@ -216,6 +239,10 @@ LONG = {
         absolute_positions="learned", relative_positions="none", max_positions=320,
         max_relative_position=0,
     ),
+    "alibi_decoder_only": dict(
+        relative_positions="alibi", positions_in="decoder", **RELATIVE_ONLY
+    ),
+    "shaw_encoder_only": dict(positions_in="encoder"),
 }  # fmt: skip
 
 
@@ -238,7 +265,7 @@ def test_long_inputs_score_alike_at_every_distance(tiny_bpe, tmp_path, overrides
         for lengths in ((300, 170), (290, 200))
     )  # ids 4.. : no PAD, UNK, BOS or EOS inside
     assert max(logprob_differences(model, tiny_bpe, out, src_ids, tgt_ids)) <= 1e-4
-    if overrides["relative_positions"] == "t5":  # the far buckets count: a change there shows
+    if overrides.get("relative_positions") == "t5":  # the far buckets count: a change there shows
         with torch.no_grad():
             for t5 in (model.encoder.relative_terms.t5[0], model.decoder.relative_terms.t5[0]):
                 U = t5.num_buckets  # each side's last bucket: up to max_distance, and beyond

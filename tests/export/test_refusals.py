@@ -69,10 +69,26 @@ POSITIONS_REFUSED = {
         "model.sinusoidal=true with model.relative_positions=t5 cannot be exported",
         "model.sinusoidal=false",
     ),
-    "decoder_only": (
-        dict(positions_in="decoder"),
-        "model.positions_in=decoder cannot be exported",
-        "rpr-nmt-translate",
+    "alibi_encoder_only": (
+        dict(relative_positions="alibi", max_relative_position=0, positions_in="encoder"),
+        "model.relative_positions=alibi cannot be exported: CTranslate2 applies ALiBi in "
+        "decoders only",
+        "model.positions_in=decoder",
+    ),
+    "learned_with_rope_decoder_only": (
+        dict(
+            absolute_positions="learned",
+            relative_positions="rope",
+            max_relative_position=0,
+            positions_in="decoder",
+        ),
+        "model.absolute_positions=learned with model.relative_positions=rope cannot be exported",
+        "model.absolute_positions=none",
+    ),
+    "t5_per_layer_encoder_only": (
+        dict(**T5, share_relative_across_layers=False, positions_in="encoder"),
+        "model.share_relative_across_layers=false with model.relative_positions=t5",
+        "model.share_relative_across_layers=true",
     ),
     "sinusoid_with_rope": (
         dict(sinusoidal=True, relative_positions="rope", max_relative_position=0),
