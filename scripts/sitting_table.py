@@ -1,0 +1,88 @@
+"""The table of a CPU sitting: rpr-nmt's methods in each precision beside OpenNMT-py (issue 53).
+
+    python scripts/sitting_table.py SITTING [--out SITTING/sitting.md]
+
+SITTING is a folder that scripts/cpu_sitting.sh wrote: bench.json (scripts/bench_train.py --json)
+and onmt_before.log, onmt_after.log (the peer's train_bench.sh, whose last line is its summary as
+JSON). The peer's figure is the mean of its steady rates before and after; each row of rpr-nmt is
+divided by it. Rows keep bench_train.py's order; the peer's rows come first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+PEER_LOGS = ("onmt_before.log", "onmt_after.log")
+
+
+def peer_summary(log: Path) -> dict[str, Any]:
+    """The summary train_bench.sh prints last (a JSON object with steady_tok_s, peak_rss_MiB)."""
+    if not log.is_file():
+        raise SystemExit(f"{log}: missing; scripts/cpu_sitting.sh writes it (the peer's run)")
+    for line in reversed(log.read_text().splitlines()):
+        if line.startswith("{") and "steady_tok_s" in line:
+            summary = json.loads(line)
+            if summary["steady_tok_s"] is None:
+                raise SystemExit(
+                    f"{log}: no steady rate (one report of tok/s); run the peer for more steps "
+                    "(PEER_STEPS=60 in scripts/cpu_sitting.sh)"
+                )
+            return summary
+    raise SystemExit(f"{log}: no summary line with steady_tok_s; did the peer's run finish?")
+
+
+def sitting_table(bench: dict[str, Any], peers: list[dict[str, Any]]) -> str:
+    """Markdown: a header naming host, date and commands, then one row per (precision, method)."""
+    peer = statistics.mean(p["steady_tok_s"] for p in peers)
+    lines = [
+        f"{bench['date']}; {bench['host']}",
+        f"rpr-nmt: `{bench['command']}`",
+        f"OpenNMT-py 3.5.1 (fp32, Shaw k 16): steady "
+        f"{', '.join(format(p['steady_tok_s'], ',.0f') for p in peers)} tok/s (before, after), "
+        f"mean {peer:,.0f}",
+        "",
+        "| precision | method | src+tgt tok/s | share of the per-round ceiling "
+        "| time / sinusoid (range) | x OpenNMT-py | peak memory |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for when, p in zip(("before", "after"), peers):
+        lines.append(
+            f"| fp32 | OpenNMT-py 3.5.1, Shaw k 16 ({when}) | {p['steady_tok_s']:,.0f} | | | "
+            f"{p['steady_tok_s'] / peer:.2f} | {p['peak_rss_MiB']:,.0f} MiB |"
+        )
+    for row in bench["rows"]:
+        low, high = row["time_ratio_range"]
+        memory, share = row.get("peak_memory_mib"), row.get("ceiling_share")
+        arithmetic = row.get("arithmetic", 1)  # recorded since train.arithmetic (2026-11-28)
+        label = row["label"] + ("" if arithmetic == 1 else f", arithmetic {arithmetic}")
+        lines.append(
+            f"| {row['precision']} | {label} | {row['tokens_per_sec']:,.0f} | "
+            f"{'' if share is None else format(share, '.0%')} | "
+            f"{row['time_ratio_to_sinusoid']:.3f} ({low:.3f}-{high:.3f}) | "
+            f"{row['tokens_per_sec'] / peer:.2f} | "
+            f"{'' if memory is None else format(memory, ',.0f') + ' MiB'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sitting", type=Path, help="the folder scripts/cpu_sitting.sh wrote")
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    args = parser.parse_args()
+    bench_path = args.sitting / "bench.json"
+    if not bench_path.is_file():
+        raise SystemExit(f"{bench_path}: missing; scripts/cpu_sitting.sh writes it (bench_train)")
+    bench = json.loads(bench_path.read_text())
+    table = sitting_table(bench, [peer_summary(args.sitting / name) for name in PEER_LOGS])
+    print(table, end="")
+    if args.out:
+        args.out.write_text(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""scripts/sitting_table.py: the sitting's table divides each row by the peer's mean steady rate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..conftest import load_script
+
+table = load_script("sitting_table")
+
+ROW = dict(
+    positions="relative_k16", time_ratio_to_sinusoid=0.95, time_ratio_range=[0.9, 1.1],
+    mflop_per_token=23.6, ceiling_share=0.58, peak_memory_mib=2311.8,
+)  # fmt: skip
+
+
+def write_sitting(folder, peers=(3600.0, 3400.0), rows=None):
+    rows = rows or [
+        dict(ROW, label="Shaw k = 16", precision="fp32", arithmetic=1, tokens_per_sec=4200.0),
+        dict(ROW, label="Shaw k = 16", precision="bf16", arithmetic=2, tokens_per_sec=8750.0),
+    ]
+    bench = dict(
+        command="python scripts/bench_train.py ...", date="2026-11-28 10:00 UTC",
+        host="host: test", ceilings_gflops={"fp32": 200.0, "bf16": 700.0}, rows=rows,
+    )  # fmt: skip
+    (folder / "bench.json").write_text(json.dumps(bench))
+    for name, rate in zip(table.PEER_LOGS, peers):
+        summary = dict(steady_tok_s=rate, peak_rss_MiB=2195.0, exit_status="0")
+        (folder / name).write_text(f"step 60 ... tok/s {rate}\n{json.dumps(summary)}\n")
+
+
+def test_each_row_is_divided_by_the_mean_of_the_peers_two_runs(tmp_path):
+    write_sitting(tmp_path)
+    text = table.sitting_table(
+        json.loads((tmp_path / "bench.json").read_text()),
+        [table.peer_summary(tmp_path / name) for name in table.PEER_LOGS],
+    )
+    rows = [
+        [cell.strip() for cell in line.split("|")[1:-1]]
+        for line in text.splitlines()
+        if line.startswith(("| fp32 |", "| bf16 |"))
+    ]
+    assert "mean 3,500" in text
+    by_label = {row[1]: row for row in rows}
+    assert by_label["Shaw k = 16"][5] == "1.20"  # 4,200 / 3,500
+    assert by_label["Shaw k = 16, arithmetic 2"][5] == "2.50"  # 8,750 / 3,500
+    assert by_label["OpenNMT-py 3.5.1, Shaw k 16 (before)"][5] == "1.03"
+    assert by_label["Shaw k = 16"][3] == "58%" and by_label["Shaw k = 16"][6] == "2,312 MiB"
+
+
+def test_the_command_writes_the_table_and_names_a_missing_file(tmp_path, monkeypatch, capsys):
+    write_sitting(tmp_path)
+    monkeypatch.setattr(
+        "sys.argv", ["sitting_table.py", str(tmp_path), "--out", str(tmp_path / "t.md")]
+    )
+    table.main()
+    assert (tmp_path / "t.md").read_text() == capsys.readouterr().out
+    (tmp_path / "onmt_after.log").write_text('{"steady_tok_s": null, "peak_rss_MiB": 2157.2}\n')
+    with pytest.raises(SystemExit, match="onmt_after.log: no steady rate"):
+        table.main()
+    (tmp_path / "onmt_after.log").write_text("onmt_train failed (rc=1)\n")
+    with pytest.raises(SystemExit, match="onmt_after.log: no summary line"):
+        table.main()
+    (tmp_path / "bench.json").unlink()
+    with pytest.raises(SystemExit, match="bench.json: missing"):
+        table.main()
