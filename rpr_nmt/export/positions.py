@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rpr_nmt.config import position_stacks
 from rpr_nmt.model import Transformer
 from rpr_nmt.model.embeddings import sinusoidal_encoding
 from rpr_nmt.model.positions.setting import INT32_MAX
@@ -81,7 +82,7 @@ def stack_methods(model: Transformer, stack: str) -> tuple[str, str]:
         e.g. ("sinusoid", "none"), ("none", "shaw"), ("learned", "none"), ("none", "rope").
     """
     args = model.arguments
-    if args.get("positions_in", "both") not in ("both", stack):
+    if position_stacks(args) not in ("both", stack):
         return "none", "none"
     absolute = args.get("absolute_positions", "sinusoid")
     if absolute == "sinusoid" and not args["sinusoidal"]:
