@@ -149,6 +149,13 @@ def _retrained(new: str, against: str | None, test: str | None, n_samples: int) 
         raise ValueError("--retrained needs --against PUBLISHED_DIR, the published runs' folder")
     if test is None:
         raise ValueError("--retrained rests on the paired tests: give --significance bs or ar")
+    new_dir, published = Path(new).resolve(), Path(against).resolve()
+    if new_dir.is_relative_to(published) or published.is_relative_to(new_dir):
+        raise ValueError(
+            f"--retrained {new} and --against {against} hold the same runs: the published runs "
+            "would be judged against themselves (and retrained.md written among them); give the "
+            "folder the changed code trained into, e.g. runs/sweeps/retrain_published_<data>"
+        )
     path, text, passed = write_retraining_report(new, against, test=test, n_samples=n_samples)
     print(text)
     print(f"written: {path}")

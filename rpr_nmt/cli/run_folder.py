@@ -9,7 +9,8 @@ every override).
 
 The record: the job writes .hydra/config.yaml, hydra.yaml and overrides.yaml itself
 (configs/hydra/train.yaml sets hydra.output_subdir to null): write_run_record saves them as Hydra
-would and remembers what it replaced, and a refused command (another model config, a setting
+would (values the training host chose, such as the demo's batch size, resolved as it chose them),
+remembers what it replaced, and a refused command (another model config, a setting
 refused before training, a busy folder) puts the previous record back with restore_run_record, so
 rpr-nmt-report never labels a run with settings it did not train with. This works alike for
 single runs and every job of a sweep, in any launcher.
@@ -167,13 +168,36 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+HOST_CHOICES = ("if_native_bf16",)  # resolvers whose value depends on the host that resolves them
+
+
+def with_host_choices_resolved(cfg: DictConfig) -> DictConfig:
+    """A copy of `cfg`, unresolved as Hydra records it (data.root=${oc.env:...} is read again where
+    the run is reported), except values chosen by the training host (HOST_CHOICES: configs/
+    train/demo.yaml's ${if_native_bf16:6000,2000}), which are recorded as this host chose them:
+    read on another host they would name a batch size the run did not train with."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    copy = OmegaConf.create(raw)
+
+    def visit(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                visit(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, str) and any(f"${{{name}:" in node for name in HOST_CHOICES):
+            OmegaConf.update(copy, path, OmegaConf.select(cfg, path), force_add=True)
+
+    visit(raw, "")
+    return copy
+
+
 def write_run_record(task_cfg: DictConfig, run_dir: str | Path) -> RunRecord:
     """Write RUN_DIR/.hydra/config.yaml, hydra.yaml and overrides.yaml as Hydra would (in the
-    running job); returns what they replaced, for restore_run_record."""
+    running job), with the host's choices resolved (with_host_choices_resolved); returns what
+    they replaced, for restore_run_record."""
     run_dir = Path(run_dir)
     hydra_cfg = HydraConfig.instance().cfg  # {"hydra": ...}, the job's, as Hydra saves it
     files = {
-        "config.yaml": task_cfg,
+        "config.yaml": with_host_choices_resolved(task_cfg),
         "hydra.yaml": hydra_cfg,
         "overrides.yaml": hydra_cfg.hydra.overrides.task,
     }

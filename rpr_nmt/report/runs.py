@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of
 
@@ -133,6 +134,28 @@ def _yaml_value(value: Any) -> str:
     )
 
 
+def _resolved_record(config_path: Path) -> dict[str, Any]:
+    """A run's recorded config, resolved here: Hydra records it unresolved (data.root=
+    ${oc.env:RPR_NMT_DATA,data}/...), so paths are read where the run is reported. A value the
+    training host chose (${if_native_bf16:A,B}, recorded so before rpr-nmt-train resolved it) is
+    refused: resolved here it would be this host's choice, not the run's."""
+    record = OmegaConf.load(config_path)
+    for key, value in _flatten(OmegaConf.to_container(record, resolve=False)).items():
+        if isinstance(value, str) and "${if_native_bf16:" in value:
+            raise ValueError(
+                f"{config_path}: {key} is recorded as {value}, a value chosen by the host that "
+                "trained the run (the first where bf16 was native, the second elsewhere); write "
+                "the value it trained with in its place (the first when the run's train.log says "
+                "bf16 under train.precision=auto, else the second)"
+            )
+    try:
+        return OmegaConf.to_container(record, resolve=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "?"
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{config_path}: {key} cannot be read: {why}") from None
+
+
 def find_runs(sweep_dir: str | Path) -> list[Run]:
     """Every run folder under `sweep_dir` that has a train_summary.json, in a stable order."""
     runs = []
@@ -143,8 +166,7 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
         if not (overrides_path.is_file() and config_path.is_file()):
             continue
         overrides = yaml.safe_load(overrides_path.read_text()) or []
-        # Hydra stores the config unresolved (e.g. data.root=${oc.env:RPR_NMT_DATA,data}/...).
-        config = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+        config = _resolved_record(config_path)
         try:
             summary = json.loads(summary_path.read_text())
         except json.JSONDecodeError as e:

@@ -178,3 +178,25 @@ def test_a_file_where_the_data_cache_goes_is_one_line(tmp_path):
     done = run_train(tiny_overrides(corpus, tmp_path / "cache", afile), timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-3000:]
     assert f"hydra.run.dir={afile}: {afile} is a file, not a folder" in done.stderr
+
+
+def test_the_record_holds_the_hosts_choices_as_it_chose_them():
+    # The demo's batch size and warm-up are ${if_native_bf16:A,B}: recorded unresolved, a report
+    # on another host read the other value (or stopped: the report has no such resolver).
+    from omegaconf import OmegaConf
+
+    from rpr_nmt.cli.config_store import if_native_bf16
+    from rpr_nmt.cli.run_folder import with_host_choices_resolved
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        config = compose("train", overrides=["train=demo"])
+    recorded = OmegaConf.create(OmegaConf.to_yaml(with_host_choices_resolved(config)))
+    assert recorded.train.max_tokens == if_native_bf16(6000, 2000) == config.train.max_tokens
+    assert recorded.train.warmup_steps == if_native_bf16(400, 100)
+    raw = OmegaConf.to_container(recorded, resolve=False)
+    assert raw["data"]["root"].startswith("${oc.env:RPR_NMT_DATA")  # read where it is reported
+    assert "if_native_bf16" not in OmegaConf.to_yaml(recorded)
+    del raw["train"]["max_tokens"], raw["train"]["warmup_steps"]
+    as_hydra = OmegaConf.to_container(config, resolve=False)
+    del as_hydra["train"]["max_tokens"], as_hydra["train"]["warmup_steps"]
+    assert raw == as_hydra  # nothing else changed

@@ -136,6 +136,15 @@ def test_retrained_needs_its_published_folder_and_the_tests(folders, capsys):
         main(["--against", str(published)])
 
 
+def test_the_published_runs_are_not_judged_against_themselves(folders, capsys):
+    published, retrained, data = folders
+    for new, against in [(published, published), (published.parent, published)]:
+        assert main(["--retrained", str(new), "--against", str(against)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "hold the same runs" in err
+    assert not list(published.rglob("retrained.md"))
+
+
 @pytest.mark.parametrize(
     "positions, published",
     [("absolute", "positions=absolute"), ("relative_k16", "model.max_relative_position=16")],

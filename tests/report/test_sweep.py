@@ -201,6 +201,25 @@ def test_a_corrupt_summary_is_named(tmp_path, capsys):
     assert "model.max_relative_position=16,train.seed=1/train_summary.json: not JSON" in err
 
 
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("${if_native_bf16:6000,2000}", "a value chosen by the host that trained the run"),
+        ("${oc.env:RPR_NMT_TEST_UNSET_VARIABLE}", "RPR_NMT_TEST_UNSET_VARIABLE"),
+    ],
+)
+def test_a_record_the_report_cannot_resolve_is_named_with_its_key(tmp_path, capsys, value, named):
+    # The demo's batch size was recorded as ${if_native_bf16:6000,2000} before rpr-nmt-train
+    # resolved it; the report stopped with OmegaConf's "Unsupported interpolation type".
+    make_run(tmp_path, 16, 1, 27.0)
+    config = tmp_path / "model.max_relative_position=16,train.seed=1" / ".hydra" / "config.yaml"
+    config.write_text(yaml.safe_dump({"model": {}, "train": {"max_tokens": value}}))
+    assert main(["--significance", "none", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{config}: train.max_tokens" in err and named in err
+
+
 def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
     from rpr_nmt.report.runs import read_hypotheses
 
