@@ -27,6 +27,13 @@ PEERS=${PEERS:-/tmp/peers}  # where the peer's scripts keep their virtualenv and
 
 [ -f "$PEER/train_bench.sh" ] || { echo "cpu_sitting: $PEER/train_bench.sh not found; set PEER=<the peer's scripts>" >&2; exit 2; }
 [ -x "$PY" ] || { echo "cpu_sitting: $PY not found; run make setup (or set PY)" >&2; exit 2; }
+for m in $METHODS; do  # refused here, not after the peer's first run
+  case " relative absolute rope alibi t5 learned none " in *" $m "*) ;; *)
+    echo "cpu_sitting: METHODS: '$m' is not a method; use some of: relative absolute rope alibi t5 learned none" >&2; exit 2;; esac
+done
+for p in $PRECISIONS; do
+  case "$p" in fp32|bf16) ;; *) echo "cpu_sitting: PRECISIONS: '$p' is not fp32 or bf16" >&2; exit 2;; esac
+done
 mkdir -p "$OUT"
 export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000 PYTHONUNBUFFERED=1
 

@@ -66,3 +66,37 @@ def test_the_command_writes_the_table_and_names_a_missing_file(tmp_path, monkeyp
     (tmp_path / "bench.json").unlink()
     with pytest.raises(SystemExit, match="bench.json: missing"):
         table.main()
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [({"METHODS": "relative shaw"}, "'shaw' is not a method"), ({"PRECISIONS": "fp16"}, "'fp16'")],
+)
+def test_the_sitting_refuses_a_bad_list_before_the_peer_runs(tmp_path, env, named):
+    # A misspelt method used to stop the sitting only after OpenNMT-py's first run (minutes).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "scripts" / "cpu_sitting.sh"
+    peer = tmp_path / "peer"
+    peer.mkdir()
+    (peer / "train_bench.sh").write_text("echo ran > ran.txt\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        ["bash", str(script), str(out)],
+        env={
+            **os.environ,
+            **env,
+            "PEER": str(peer),
+            "PEERS": str(tmp_path / "peers"),
+            "PY": sys.executable,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert named in done.stderr and done.stderr.count("\n") == 1
+    assert not out.exists() and not (peer / "ran.txt").exists()
