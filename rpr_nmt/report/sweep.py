@@ -40,6 +40,7 @@ from rpr_nmt.report.significance import (
 from rpr_nmt.report.speed import Speed, load_speed
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats
 from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
+from rpr_nmt.train.provenance import UNRECORDED, host_label
 
 # Columns of the main table: (summary key, heading, decimals).
 COLUMNS = (
@@ -97,7 +98,30 @@ def markdown_table(rows: Sequence[Row], speed: Speed | None = None) -> str:
         cells += [_cell(row.values(key), decimals) for key, _, decimals in columns]
         cells += speed.cells(row.label) if speed else []
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n" + ("\n" + speed.note() if speed else "")
+    return "\n".join(lines) + "\n\n" + (speed.note() if speed else hosts_note(rows))
+
+
+def hosts_note(rows: Sequence[Row]) -> str:
+    """Under a table of the runs' own tokens/s: what they are, and the hosts that trained each
+    row (each session's record, rpr_nmt.train.provenance; "not recorded" before 2026-11-28)."""
+    by_host: dict[str, list[str]] = {}
+    for row in rows:
+        for run in row.runs:
+            for session in run.summary.get("sessions") or [{}]:
+                labels = by_host.setdefault(host_label(session), [])
+                if row.label not in labels:
+                    labels.append(row.label)
+    if list(by_host) == [UNRECORDED]:
+        hosts = f"{UNRECORDED} (runs trained before 2026-11-28)"
+    elif len(by_host) == 1:
+        hosts = f"all on one, {next(iter(by_host))}"
+    else:
+        hosts = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in by_host.items())
+    return (
+        "tokens/s: each run's own training rate, beside whatever else its host ran (sweeps train "
+        "runs side by side), so compare speeds in a benchmark sitting (scripts/bench_train.py), "
+        f"not here. Hosts: {hosts}.\n"
+    )
 
 
 def unfinished_note(sweep_dir: Path, runs: Sequence[Run]) -> str:

@@ -9,24 +9,29 @@ the value it trained with. A report refuses a folder whose runs mix values
 (rpr_nmt.report.runs), so that a rounding change cannot slip into a comparison unseen.
 
 Each session of a run (the first, then each resume) appends one line to the run folder's
-sessions.jsonl: the update it started at, the precision it trained in, the code's arithmetic and
-its git commit. train_summary.json carries the list, so a run resumed in another precision or
-by other code says so.
+sessions.jsonl: the update it started at, the precision it trained in, the code's arithmetic, its
+git commit and the host it trained on (host_record: the CPU or GPU, its bf16 kind, the threads).
+train_summary.json carries the list, so a run resumed in another precision, by other code or on
+another host says so, and a report can say which hosts its tokens/s come from.
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import torch
 
 # train.arithmetic's default; runs from before the record existed read as 1 (every published run
 # trained bit-identically to the code that first had it).
 ARITHMETIC = 1
 SESSIONS_FILE = "sessions.jsonl"
 _PACKAGE = Path(__file__).resolve().parents[1]
+UNRECORDED = "not recorded"  # host_label of a session from before the host record (2026-11-28)
 
 
 @cache
@@ -57,10 +62,62 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def record_session(run_dir: Path, step: int, precision: str, arithmetic: int = ARITHMETIC) -> None:
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform module says, else "CPU"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def cpu_kind() -> str:
+    """What decides this CPU's bf16 speed, from its flags alone (no timing): "AMX-BF16",
+    "AVX512-BF16" (native or not, rpr_nmt.precision decides by timing), else torch's kernel level,
+    e.g. "AVX2"."""
+    caps = getattr(torch.cpu, "get_capabilities", dict)()
+    if caps.get("amx_bf16"):
+        return "AMX-BF16"
+    if caps.get("avx512_bf16"):
+        return "AVX512-BF16"
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def host_record(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Where a session trains: {"device": the GPU's name or "cpu", "cpu": the CPU's model name,
+    "kind": cpu_kind(), "threads": torch's CPU threads}."""
+    device = torch.device(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    threads = torch.get_num_threads()
+    return {"device": name, "cpu": cpu_name(), "kind": cpu_kind(), "threads": threads}
+
+
+def host_label(session: dict[str, Any]) -> str:
+    """A session's host in a few words, e.g. "Intel Xeon ... (AVX512-BF16), 1 thread";
+    UNRECORDED for sessions from before the record (2026-11-28)."""
+    host = session.get("host")
+    if not host:
+        return UNRECORDED
+    threads = host.get("threads")
+    plural = "" if threads == 1 else "s"
+    cpu = f"{host.get('cpu', 'CPU')} ({host.get('kind', '?')}), {threads} thread{plural}"
+    device = host.get("device", "cpu")
+    return cpu if device == "cpu" else f"{device}, {cpu}"
+
+
+def record_session(
+    run_dir: Path,
+    step: int,
+    precision: str,
+    arithmetic: int = ARITHMETIC,
+    device: torch.device | str = "cpu",
+) -> None:
     """Append this session's line to `run_dir`/sessions.jsonl: where it starts, in what precision
-    and arithmetic, with what code."""
+    and arithmetic, with what code, on what host."""
     line = {"start_step": step, "precision": precision, **code_record(arithmetic)}
+    line["host"] = host_record(device)
     with (Path(run_dir) / SESSIONS_FILE).open("a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -163,7 +163,7 @@ class Trainer:
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self._resume()
         if ctx.is_main and self.step < cfg.max_steps:  # a session that trains
-            record_session(self.run_dir, self.step, cfg.precision, cfg.arithmetic)
+            record_session(self.run_dir, self.step, cfg.precision, cfg.arithmetic, ctx.device)
         self.forward_model = wrap_model(
             self.model, ctx, compile=cfg.compile, scope=cfg.compile_scope
         )

@@ -220,6 +220,29 @@ def test_a_record_the_report_cannot_resolve_is_named_with_its_key(tmp_path, caps
     assert f"{config}: train.max_tokens" in err and named in err
 
 
+def test_the_table_says_which_hosts_its_tokens_per_second_come_from(tmp_path):
+    # A sweep's rows trained on different hosts (the lengths study: AMX, then AVX512-BF16 without
+    # AMX) read as 4x apart in tokens/s, with nothing to say the rates are not comparable.
+    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
+    other = dict(amx, cpu="Xeon B", kind="AVX512-BF16")
+    for k, seed, hosts in [(16, 1, [amx]), (16, 2, [amx, other]), (4, 1, [other]), (8, 1, [])]:
+        make_run(tmp_path, k, seed, 27.0)
+        path = tmp_path / f"model.max_relative_position={k},train.seed={seed}/train_summary.json"
+        summary = json.loads(path.read_text())
+        sessions = [{"start_step": 100 * i, "host": h} for i, h in enumerate(hosts)]
+        path.write_text(json.dumps(summary | ({"sessions": sessions} if sessions else {})))
+    note = markdown_table(group_runs(find_runs(tmp_path))).split("\n\n")[1]
+    assert note.startswith("tokens/s: each run's own training rate")
+    hosts = dict(h.split(": ") for h in note.split("Hosts: ")[1].rstrip(".\n").split("; "))
+    assert hosts == {
+        "Xeon A (AMX-BF16), 1 thread": "Shaw k = 16",
+        "Xeon B (AVX512-BF16), 1 thread": "Shaw k = 4, Shaw k = 16",  # and a resumed run's
+        "not recorded": "Shaw k = 8",
+    }
+    (only,) = group_runs(find_runs(tmp_path / "model.max_relative_position=8,train.seed=1"))
+    assert "Hosts: not recorded (runs trained before 2026-11-28)." in markdown_table([only])
+
+
 def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
     from rpr_nmt.report.runs import read_hypotheses
 

@@ -8,10 +8,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from rpr_nmt.train import train
 from rpr_nmt.train.errors import SettingsError
-from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of, code_record, read_sessions
+from rpr_nmt.train.provenance import (
+    ARITHMETIC,
+    UNRECORDED,
+    arithmetic_of,
+    code_record,
+    host_label,
+    host_record,
+    read_sessions,
+)
 
 from .conftest import REPO, compose_config
 
@@ -31,6 +40,9 @@ def test_a_resume_in_another_precision_is_warned_and_each_stretch_recorded(
     assert "trained in fp32 and continues in bf16 from update 2" in caplog.text
     stretches = [(s["start_step"], s["precision"]) for s in second["sessions"]]
     assert stretches == [(0, "fp32"), (2, "bf16")]
+    for session in second["sessions"]:  # and the host each stretch trained on
+        assert session["host"] == host_record("cpu")
+        assert host_label(session).endswith(f"thread{'' if torch.get_num_threads() == 1 else 's'}")
     assert second["precision"] == "bf16" and second["steps"] == 4
     # A finished run rerun trains nothing and adds no stretch.
     train(compose_config(corpus, cache_dir, *COMMON, "train.precision=bf16",
@@ -84,3 +96,14 @@ def test_an_arithmetic_that_is_none_is_refused_before_training(corpus, cache_dir
     with pytest.raises(SettingsError, match=r"train.arithmetic=3 is not an arithmetic; use 1"):
         train(compose_config(corpus, cache_dir, *COMMON, "train.arithmetic=3"), tmp_path / "run")
     assert not (tmp_path / "run" / "sessions.jsonl").exists()
+
+
+def test_a_host_in_a_few_words():
+    cpu = {"device": "cpu", "cpu": "Intel Xeon", "kind": "AMX-BF16", "threads": 1}
+    assert host_label({"host": cpu}) == "Intel Xeon (AMX-BF16), 1 thread"
+    gpu = dict(cpu, device="NVIDIA H100", threads=8)
+    assert host_label({"host": gpu}) == "NVIDIA H100, Intel Xeon (AMX-BF16), 8 threads"
+    assert host_label({"start_step": 0}) == UNRECORDED  # a session from before the record
+    record = host_record("cpu")
+    assert record["device"] == "cpu" and record["threads"] == torch.get_num_threads()
+    assert record["cpu"] and record["kind"]
