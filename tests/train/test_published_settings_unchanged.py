@@ -4,7 +4,8 @@ The study of which stack needs word order (experiment=where_positions) reuses th
 runs with each method in both stacks, and the one without positions, beside new runs with a method
 in one stack: sound only if today's code trains them as the code of the position study did
 (commit 2a4b32e, whose tree trained its RoPE runs). STUDY_CASES check that in fp32 and in bf16,
-the precision those runs trained in.
+the precision those runs trained in. Its runs on unseen lengths trained from commit c163045 with a
+method in one stack: ONE_STACK checks that this tree trains those in bf16 as that one did.
 
 The position study (issue 34) reuses the published sinusoid, Shaw and "none" runs beside new cells,
 which is sound only if today's code trains those settings exactly as the code before the position
@@ -31,6 +32,7 @@ from tests.train.conftest import make_corpus
 
 BEFORE_AXES = "d7f0f88"  # the last commit before absolute_positions / relative_positions
 POSITION_STUDY = "2a4b32e"  # the tree of experiment=compare_positions' runs (RoPE seed 1 on)
+WORD_ORDER = "c163045"  # the tree of experiment=where_positions_lengths' runs (issue 51)
 REPO = Path(__file__).resolve().parents[2]
 
 # Published settings, as their sweeps set them: FAST in make test, SLOW with -m slow.
@@ -70,6 +72,14 @@ STUDY_CASES = [
     for p in ("fp32", "bf16")
 ]
 
+# The word-order study's one-stack runs, as where_positions(_lengths) names them, in bf16.
+ONE_STACK = [
+    pytest.param([f"positions={p}", f"model.positions_in={where}"], id=f"{p}-{where}",
+                 marks=pytest.mark.slow)
+    for p in ("absolute", "relative_k16", "rope")
+    for where in ("encoder", "decoder")
+]  # fmt: skip
+
 
 def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True)
@@ -103,6 +113,12 @@ def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def study_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package and configs of commit 2a4b32e."""
     return unpack(POSITION_STUDY, tmp_path_factory.mktemp("position_study"))
+
+
+@pytest.fixture(scope="module")
+def word_order_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package and configs of commit c163045."""
+    return unpack(WORD_ORDER, tmp_path_factory.mktemp("word_order"))
 
 
 @pytest.fixture(scope="module")
@@ -149,5 +165,16 @@ def test_the_position_studys_rows_train_as_they_did(
     now_only = [o for o in overrides if not o.startswith("model.positions_in")]  # 2a4b32e lacks it
     before = train_losses(study_tree, now_only, corpus_root, tmp_path / "before", precision)
     now = train_losses(REPO, overrides, corpus_root, tmp_path / "now", precision)
+    assert len(before["train"]) == 50 and len(before["valid"]) == 1
+    assert now == before  # every loss equal as a float, not approximately
+
+
+@pytest.mark.parametrize("overrides", ONE_STACK)
+def test_the_word_order_studys_one_stack_runs_train_as_they_did(
+    overrides: list[str], word_order_tree: Path, corpus_root: Path, tmp_path: Path
+) -> None:
+    """The runs of issue 51 left to train may train from this tree beside those c163045 trained."""
+    before = train_losses(word_order_tree, overrides, corpus_root, tmp_path / "before", "bf16")
+    now = train_losses(REPO, overrides, corpus_root, tmp_path / "now", "bf16")
     assert len(before["train"]) == 50 and len(before["valid"]) == 1
     assert now == before  # every loss equal as a float, not approximately
