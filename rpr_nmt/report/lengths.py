@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
+from rpr_nmt.report import placement
 from rpr_nmt.report.claims import PAST_CAP_CLAIMS, is_sinusoid
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
@@ -324,12 +325,23 @@ def write_length_report(
         text += unseen_length_section(rows, outputs, baseline, against_baseline, cap, **paired)
         compared, n = against_baseline
         by_baseline = {baseline.setting: compared}  # each claim against its own baseline
-        for setting, chosen in comparisons_needed(PAST_CAP_CLAIMS, rows).items():
+        needed = comparisons_needed(PAST_CAP_CLAIMS, rows)
+        for setting, (both, *placed) in placement.comparisons_needed(rows).items():
+            group = needed.setdefault(setting, [both])  # and each placement against "both"
+            group += [row for row in placed if row not in group]
+        for setting, chosen in needed.items():
             if setting not in by_baseline:
                 chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
                 by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
-        scope = f"BLEU on the {n} test sentences longer than {cap} BPE tokens"
-        verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, scope)
+        scope = f"on the {n} test sentences longer than {cap} BPE tokens"
+        past_cap = {  # each setting's BLEU past the cap, one per seed
+            row.setting: [report_bleu(h, r, lang) for _, h, r, lang in outputs[row.setting]]
+            for row in rows
+        }
+        text += placement.placement_section(
+            rows, by_baseline, values=lambda row: past_cap[row.setting], scope=scope
+        )
+        verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, f"BLEU {scope}")
         text += claims_section(verdicts, TESTS[test])
     (Path(sweep_dir) / "length_report.md").write_text(text)
     options = {"bounds": bounds, "splits": splits}

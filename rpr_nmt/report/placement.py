@@ -15,12 +15,12 @@ the sweep has a method in one stack only.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rpr_nmt.config import position_methods, position_stacks
 from rpr_nmt.report.rows import Row
 from rpr_nmt.report.significance import ALPHA, Comparison
-from rpr_nmt.report.stats import format_stats
+from rpr_nmt.report.stats import format_stats, seed_stats
 
 PLACEMENTS = (("both", "both stacks"), ("encoder", "encoder only"), ("decoder", "decoder only"))
 METRIC, SUMMARY_KEY = "BLEU", "test_bleu"
@@ -61,43 +61,58 @@ def comparisons_needed(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return {both.setting: [both, *placed.values()] for both, placed in placement_groups(rows)}
 
 
-def _cell(row: Row | None, comparison: Comparison | None) -> str:
+def _cell(
+    row: Row | None, comparison: Comparison | None, values: Callable[[Row], list[float]]
+) -> str:
     if row is None:
         return "-"
-    text = format_stats(row.stats(SUMMARY_KEY), interval=False)
+    text = format_stats(seed_stats(values(row)), interval=False)
     if comparison is None or not comparison.deltas.get(METRIC):
         return text
     delta = statistics.fmean(comparison.deltas[METRIC])
     return f"{text} (Δ {delta:+.1f}, {comparison.cell(METRIC)})"
 
 
-def placement_section(rows: Sequence[Row], compared: dict[str, dict[str, Comparison]]) -> str:
-    """The '## Which stack needs word order' section of report.md; "" when the sweep has no
-    method in one stack only.
+def placement_section(
+    rows: Sequence[Row],
+    compared: dict[str, dict[str, Comparison]],
+    *,
+    values: Callable[[Row], list[float]] | None = None,
+    scope: str = "",
+) -> str:
+    """The '## Which stack needs word order' section of report.md (and, past the training
+    lengths, of length_report.md); "" when the sweep has no method in one stack only.
 
     Args:
         rows: the sweep's settings.
         compared: by baseline setting, the paired tests against it by setting (at least those
-            comparisons_needed names; without them the cells have no Δ and p).
+            comparisons_needed names; without them the cells have no Δ and p), on the same
+            sentences as `values`.
+        values: a row's BLEU, one per seed; None = its runs' test BLEU.
+        scope: what the BLEU is of, e.g. "on the 312 test sentences longer than 15 BPE tokens";
+            "" = the whole test set (the heading then has no suffix).
     """
     groups = placement_groups(rows)
     if not groups:
         return ""
+    values = values or (lambda row: row.values(SUMMARY_KEY))
     head = ["method", *(name for _, name in PLACEMENTS), "none"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for both, placed in groups:
         tests = compared.get(both.setting, {})
-        cells = [both.label, _cell(both, None)]
+        cells = [both.label, _cell(both, None, values)]
         for stacks in ("encoder", "decoder", "none"):
             row = placed.get(stacks)
-            cells.append(_cell(row, tests.get(row.setting) if row is not None else None))
+            comparison = tests.get(row.setting) if row is not None else None
+            cells.append(_cell(row, comparison, values))
         lines.append("| " + " | ".join(cells) + " |")
     seeds = sorted({len(r.runs) for both, placed in groups for r in (both, *placed.values())})
     lead = (
-        "Test BLEU, mean ± standard deviation over seeds "
+        f"Test BLEU{' ' + scope if scope else ''}, mean ± standard deviation over seeds "
         f"({' or '.join(map(str, seeds))} seeds), of each method in both stacks, in one stack "
         "only (model.positions_in; the other stack has no position method) and of the model "
         "without any. Δ and p: each placement against the same method in both stacks, seed pair "
         f"by seed pair (median p, max over pairs; * = every pair below {ALPHA}).\n\n"
     )
-    return "\n## Which stack needs word order\n\n" + lead + "\n".join(lines) + "\n"
+    heading = "Which stack needs word order" + (", past the training lengths" if scope else "")
+    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n"

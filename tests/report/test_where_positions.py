@@ -90,3 +90,26 @@ def test_unseen_lengths_judge_a_decoder_without_positions(sweep: Path):
     found = verdicts((sweep / "length_report.md").read_text())
     carried = {c: v for c, v in found.items() if c.startswith("a decoder without positions")}
     assert len(carried) == 3 and all(v.startswith("holds. ") for v in carried.values())
+
+
+def test_the_length_report_answers_it_past_the_training_lengths(sweep: Path):
+    # Kazemnejad et al.'s question is about the sentences past the cap: the length report's
+    # placement table tests each placement against the same method in both stacks there, not
+    # against the sinusoid as its other table does.
+    report = (sweep / "length_report.md").read_text()
+    section = report.split("## Which stack needs word order, past the training lengths")[1]
+    section = section.split("\n## ")[0]
+    assert f"on the {len(LONG)} test sentences longer than" in section
+    table = [line for line in section.splitlines() if line.startswith("| ")]
+    assert table[0] == "| method | both stacks | encoder only | decoder only | none |"
+    cells = {line.split(" | ")[0][2:]: line.strip("| ").split(" | ")[1:] for line in table[1:]}
+    assert list(cells) == ["sinusoid", "Shaw k = 16", "RoPE"]
+    for method, (both, encoder, decoder, none) in cells.items():
+        assert "Δ" not in both
+        assert "(Δ +0.0, p 1.000 (max 1.000))" in encoder  # as in both stacks, past the cap too
+        assert none.endswith(" *)")
+        if method == "sinusoid":  # lost past the cap wherever it is (the study's made-up rows)
+            assert "(Δ +0.0, p 1.000 (max 1.000))" in decoder
+        else:
+            assert decoder.endswith(" *)") and "(Δ -" in decoder
+    assert "(1 seed" not in section and "2 seeds" in section
