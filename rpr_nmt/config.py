@@ -27,6 +27,9 @@ from rpr_nmt.buckets import DEFAULT_BOUNDS
 
 # OmegaConf reads this string as "a value the user must give" (omegaconf.MISSING).
 MISSING = "???"
+# Config resolvers whose value depends on the host that resolves them (configs/train/demo.yaml's
+# ${if_native_bf16:A,B}): a run's record holds the value its host chose (rpr_nmt.cli.run_folder).
+HOST_CHOSEN = ("if_native_bf16",)
 
 
 @dataclass

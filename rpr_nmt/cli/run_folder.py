@@ -43,6 +43,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint.run_lock import run_folder_in_use
+from rpr_nmt.config import HOST_CHOSEN
 
 
 def folder_problem(path: str | Path) -> str:
@@ -168,13 +169,10 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-HOST_CHOICES = ("if_native_bf16",)  # resolvers whose value depends on the host that resolves them
-
-
 def with_host_choices_resolved(cfg: DictConfig) -> DictConfig:
     """A copy of `cfg`, unresolved as Hydra records it (data.root=${oc.env:...} is read again where
-    the run is reported), except values chosen by the training host (HOST_CHOICES: configs/
-    train/demo.yaml's ${if_native_bf16:6000,2000}), which are recorded as this host chose them:
+    the run is reported), except values chosen by the training host (rpr_nmt.config.HOST_CHOSEN:
+    configs/train/demo.yaml's ${if_native_bf16:6000,2000}), recorded as this host chose them:
     read on another host they would name a batch size the run did not train with."""
     raw = OmegaConf.to_container(cfg, resolve=False)
     copy = OmegaConf.create(raw)
@@ -183,7 +181,7 @@ def with_host_choices_resolved(cfg: DictConfig) -> DictConfig:
         if isinstance(node, dict):
             for key, value in node.items():
                 visit(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, str) and any(f"${{{name}:" in node for name in HOST_CHOICES):
+        elif isinstance(node, str) and any(f"${{{name}:" in node for name in HOST_CHOSEN):
             OmegaConf.update(copy, path, OmegaConf.select(cfg, path), force_add=True)
 
     visit(raw, "")

@@ -21,6 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from rpr_nmt.config import HOST_CHOSEN
 from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of
 
 SEED_KEY = "train.seed"
@@ -137,11 +138,12 @@ def _yaml_value(value: Any) -> str:
 def _resolved_record(config_path: Path) -> dict[str, Any]:
     """A run's recorded config, resolved here: Hydra records it unresolved (data.root=
     ${oc.env:RPR_NMT_DATA,data}/...), so paths are read where the run is reported. A value the
-    training host chose (${if_native_bf16:A,B}, recorded so before rpr-nmt-train resolved it) is
-    refused: resolved here it would be this host's choice, not the run's."""
+    training host chose (rpr_nmt.config.HOST_CHOSEN, e.g. ${if_native_bf16:A,B}, recorded so
+    before rpr-nmt-train resolved it) is refused: resolved here it would be this host's choice,
+    not the run's."""
     record = OmegaConf.load(config_path)
     for key, value in _flatten(OmegaConf.to_container(record, resolve=False)).items():
-        if isinstance(value, str) and "${if_native_bf16:" in value:
+        if isinstance(value, str) and any(f"${{{name}:" in value for name in HOST_CHOSEN):
             raise ValueError(
                 f"{config_path}: {key} is recorded as {value}, a value chosen by the host that "
                 "trained the run (the first where bf16 was native, the second elsewhere); write "
