@@ -32,6 +32,11 @@ MISSING = "???"
 HOST_CHOSEN = ("if_native_bf16",)
 
 
+def host_chosen(value: object) -> bool:
+    """Whether a config value, unresolved, is one of HOST_CHOSEN's interpolations."""
+    return isinstance(value, str) and any(f"${{{name}:" in value for name in HOST_CHOSEN)
+
+
 @dataclass
 class DataConfig:
     name: str = "local"  # corpus name, used in run folders and caches, e.g. multi30k_en_de

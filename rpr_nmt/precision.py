@@ -31,6 +31,7 @@ __all__ = [
     "PRECISIONS",
     "Bf16Support",
     "bf16_support",
+    "cpu_kind",
     "host_summary",
     "matmul_ceilings",
     "matmul_gflops",
@@ -120,6 +121,18 @@ def _kernel_limits() -> list[str]:
     if env.get("ATEN_CPU_CAPABILITY") and torch.backends.cpu.get_cpu_capability() != "AVX512":
         limits.append(f"ATEN_CPU_CAPABILITY={env['ATEN_CPU_CAPABILITY']}")
     return limits
+
+
+def cpu_kind() -> str:
+    """What decides this CPU's bf16 speed, from its flags alone (no timing): "AMX-BF16",
+    "AVX512-BF16" (native or not, _cpu_bf16_support decides by timing), else torch's kernel
+    level, e.g. "AVX2"."""
+    caps = _cpu_capabilities()
+    if caps.get("amx_bf16"):
+        return "AMX-BF16"
+    if caps.get("avx512_bf16"):
+        return "AVX512-BF16"
+    return torch.backends.cpu.get_cpu_capability()
 
 
 @functools.cache

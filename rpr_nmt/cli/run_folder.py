@@ -43,7 +43,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint.run_lock import run_folder_in_use
-from rpr_nmt.config import HOST_CHOSEN
+from rpr_nmt.config import host_chosen
 
 
 def folder_problem(path: str | Path) -> str:
@@ -181,7 +181,7 @@ def with_host_choices_resolved(cfg: DictConfig) -> DictConfig:
         if isinstance(node, dict):
             for key, value in node.items():
                 visit(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, str) and any(f"${{{name}:" in node for name in HOST_CHOSEN):
+        elif host_chosen(node):
             OmegaConf.update(copy, path, OmegaConf.select(cfg, path), force_add=True)
 
     visit(raw, "")

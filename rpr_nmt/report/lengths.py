@@ -228,7 +228,7 @@ def compare_unseen_lengths(
 
 def unseen_length_section(
     rows: Sequence[Row],
-    outputs: dict[str, list[SeedOutput]],
+    bleu: dict[str, list[float]],
     baseline: Row,
     compared: tuple[dict[str, Comparison], int],
     cap: int,
@@ -237,7 +237,7 @@ def unseen_length_section(
     n_samples: int = 0,
 ) -> str:
     """'## Past the training lengths': every setting's test BLEU on the sentences longer than
-    `cap` BPE tokens (`outputs`: each setting's unseen_outputs) over seeds, with the mean
+    `cap` BPE tokens (`bleu`: each setting's, one per seed, by setting) over seeds, with the mean
     difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
     compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
     compared, n = compared
@@ -251,8 +251,8 @@ def unseen_length_section(
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        bleu = [report_bleu(h, r, lang) for _, h, r, lang in outputs[row.setting]]
-        cells = [row.label, str(len(bleu)), format_stats(seed_stats(bleu))]
+        seeds = bleu[row.setting]
+        cells = [row.label, str(len(seeds)), format_stats(seed_stats(seeds))]
         comparison = compared.get(row.setting)
         if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
             cells += ["(baseline)" if row is baseline else "-", ""]
@@ -321,8 +321,12 @@ def write_length_report(
     if cap is not None and test:
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
         paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
+        past_cap = {  # each setting's BLEU past the cap, one per seed
+            setting: [report_bleu(h, r, lang) for _, h, r, lang in found]
+            for setting, found in outputs.items()
+        }
         against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
-        text += unseen_length_section(rows, outputs, baseline, against_baseline, cap, **paired)
+        text += unseen_length_section(rows, past_cap, baseline, against_baseline, cap, **paired)
         compared, n = against_baseline
         by_baseline = {baseline.setting: compared}  # each claim against its own baseline
         needed = comparisons_needed(PAST_CAP_CLAIMS, rows)
@@ -334,10 +338,6 @@ def write_length_report(
                 chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
                 by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
         scope = f"on the {n} test sentences longer than {cap} BPE tokens"
-        past_cap = {  # each setting's BLEU past the cap, one per seed
-            row.setting: [report_bleu(h, r, lang) for _, h, r, lang in outputs[row.setting]]
-            for row in rows
-        }
         text += placement.placement_section(
             rows, by_baseline, values=lambda row: past_cap[row.setting], scope=scope
         )

@@ -21,7 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rpr_nmt.config import HOST_CHOSEN
+from rpr_nmt.config import host_chosen
 from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of
 
 SEED_KEY = "train.seed"
@@ -143,7 +143,7 @@ def _resolved_record(config_path: Path) -> dict[str, Any]:
     not the run's."""
     record = OmegaConf.load(config_path)
     for key, value in _flatten(OmegaConf.to_container(record, resolve=False)).items():
-        if isinstance(value, str) and any(f"${{{name}:" in value for name in HOST_CHOSEN):
+        if host_chosen(value):
             raise ValueError(
                 f"{config_path}: {key} is recorded as {value}, a value chosen by the host that "
                 "trained the run (the first where bf16 was native, the second elsewhere); write "

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from rpr_nmt.precision import cpu_kind
+
 # train.arithmetic's default; runs from before the record existed read as 1 (every published run
 # trained bit-identically to the code that first had it).
 ARITHMETIC = 1
@@ -73,21 +75,9 @@ def cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
-def cpu_kind() -> str:
-    """What decides this CPU's bf16 speed, from its flags alone (no timing): "AMX-BF16",
-    "AVX512-BF16" (native or not, rpr_nmt.precision decides by timing), else torch's kernel level,
-    e.g. "AVX2"."""
-    caps = getattr(torch.cpu, "get_capabilities", dict)()
-    if caps.get("amx_bf16"):
-        return "AMX-BF16"
-    if caps.get("avx512_bf16"):
-        return "AVX512-BF16"
-    return torch.backends.cpu.get_cpu_capability()
-
-
 def host_record(device: torch.device | str = "cpu") -> dict[str, Any]:
     """Where a session trains: {"device": the GPU's name or "cpu", "cpu": the CPU's model name,
-    "kind": cpu_kind(), "threads": torch's CPU threads}."""
+    "kind": rpr_nmt.precision.cpu_kind(), "threads": torch's CPU threads}."""
     device = torch.device(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     threads = torch.get_num_threads()
