@@ -1,6 +1,7 @@
 """Benchmark the data pipeline: prepare Multi30k En-De cold and cached, encoding and batching speed.
 
-    .venv/bin/python scripts/bench_data.py [--data-root ../shared/data] [--threads 2]
+    .venv/bin/python scripts/bench_data.py [--data-root ../shared/data] [--lines N] [--batches N]
+                                           [--max-tokens N]
 
 Prints one Markdown table (the figures in docs/performance.md, "## Data").
 """
