@@ -34,9 +34,11 @@ test: setup  ## ruff, then the fast tests (pytest -m slow runs the long ones)
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 DEMO_DIR ?= runs/demo
+# The run evaluates itself at the end (train_summary.json, hyp_*.txt: `rpr-nmt-report runs/demo`
+# reads them); rpr-nmt-evaluate then shows the command a user runs on any checkpoint.
 demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 min (bf16 where the CPU has it, else fp32), evaluate, print BLEU
 	$(BIN)/rpr-nmt-train data=multi30k_en_de model=transformer_small train=demo \
-	    train.evaluate_at_end=false hydra.run.dir=$(DEMO_DIR)
+	    hydra.run.dir=$(DEMO_DIR)
 	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/last.pt \
 	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
 

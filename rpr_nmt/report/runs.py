@@ -204,12 +204,24 @@ def check_same_arithmetic(runs: Sequence[Run]) -> None:
 
 def find_unfinished(sweep_dir: str | Path) -> list[Path]:
     """Run folders under `sweep_dir` that have no train_summary.json yet (running, killed, or
-    queued and started), in a stable order: the report names them, since it leaves them out."""
+    queued and started), in a stable order: the report names them, since it leaves them out.
+    The record of another command (`make demo` evaluates into runs/demo/evaluate/) is no run."""
     return sorted(
         config.parent.parent
         for config in Path(sweep_dir).rglob(".hydra/config.yaml")
-        if not (config.parent.parent / "train_summary.json").is_file()
+        if not (config.parent.parent / "train_summary.json").is_file() and _is_training(config)
     )
+
+
+def _is_training(config_path: Path) -> bool:
+    """Whether a .hydra/config.yaml may be rpr-nmt-train's: not the record of a command that reads
+    a checkpoint (evaluate, score, translate: a top-level `checkpoint` and no `train` section). A
+    record that cannot be read counts as a run's."""
+    try:
+        record = yaml.safe_load(config_path.read_text())
+    except (OSError, yaml.YAMLError):
+        return True
+    return not (isinstance(record, dict) and "checkpoint" in record and "train" not in record)
 
 
 def read_hypotheses(run: Run, split: str, n_lines: int) -> list[str]:

@@ -163,6 +163,8 @@ def compare_rows(
         rpr_nmt.data.DataError: a run's corpus is not found (the message says how to point at it).
         FileNotFoundError: a run has no test hypotheses (hyp_<test split>.txt).
     """
+    if all(row is baseline for row in rows):
+        return {}  # one setting: nothing to pair with, so no output to read
     text = text or CorpusText()
     base_outputs = [read_test_output(run, text) for run in baseline.runs]
     others = {
@@ -277,6 +279,8 @@ def write_report(
         )
     rows = group_runs(runs)
     base = reference_row(rows, baseline)
+    if len(rows) == 1:
+        significance = None  # one setting (a lone run, make demo's): nothing to test it against
     speed = load_speed(sweep_dir)
     # Everything is read and tested before anything is written: a failure leaves the folder as is.
     compared: dict[str, Comparison] = {}

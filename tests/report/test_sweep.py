@@ -162,6 +162,23 @@ def test_unfinished_runs_are_marked(tmp_path):
     assert report.count("model.max_relative_position=16,train.seed=2") == 1
 
 
+def test_make_demos_run_folder_reports_as_one_run(tmp_path, capsys):
+    """`make demo` trains into runs/demo and evaluates into runs/demo/evaluate: the report read
+    the evaluation's .hydra/ record as an unfinished run, and refused the lone run for the test
+    output its paired tests would need, though one setting has nothing to pair with."""
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    model = {"max_relative_position": 16, "relative_keys": True, "relative_values": True}
+    run = write_run_folder(demo, [], {"model": model}, {"steps": 2213})  # no overrides: demo/
+    evaluation = run / "evaluate" / ".hydra"
+    evaluation.mkdir(parents=True)
+    (evaluation / "config.yaml").write_text(yaml.safe_dump({"checkpoint": "x.pt", "split": None}))
+    assert main([str(run)]) == 0
+    report = (run / "report.md").read_text()
+    assert "Unfinished" not in report and "p (BLEU)" not in report
+    assert "| Shaw k = 16 | 0 of 1 |" in report
+
+
 def test_runs_of_code_that_trains_differently_are_refused_in_one_line(tmp_path, capsys):
     """A report over runs whose code rounds differently would read the code's difference as the
     settings': refused, nothing written (train_summary.json's sessions record the arithmetic)."""
@@ -264,11 +281,13 @@ def test_negative_samples_are_refused(tmp_path, capsys):
 def test_a_relative_corpus_root_says_where_it_was_looked_for(tmp_path, capsys, monkeypatch):
     """Probe U6: data=local's root (data/local) is relative; from another folder the report's
     advice to set RPR_NMT_DATA alone could not help."""
-    make_run(tmp_path / "sweep", 16, 1, 27.0)
-    config_path = tmp_path / "sweep" / "model.max_relative_position=16,train.seed=1" / ".hydra"
-    config = yaml.safe_load((config_path / "config.yaml").read_text())
-    config["data"] = {"source": "local", "root": "data/local", "test_split": "test"}
-    (config_path / "config.yaml").write_text(yaml.safe_dump(config))
+    for k in (16, 4):  # two settings: one alone has nothing to test, so reads no corpus
+        make_run(tmp_path / "sweep", k, 1, 27.0)
+        run = tmp_path / "sweep" / f"model.max_relative_position={k},train.seed=1"
+        config_path = run / ".hydra"
+        config = yaml.safe_load((config_path / "config.yaml").read_text())
+        config["data"] = {"source": "local", "root": "data/local", "test_split": "test"}
+        (config_path / "config.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.chdir(tmp_path)
     assert main([str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err
