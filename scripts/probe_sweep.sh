@@ -7,8 +7,8 @@
 #
 # Writes OUT_DIR/<run folder>/ (rpr-nmt-inspect's figures, index.md, inspect.json) per run,
 # OUT_DIR/probe.md (the table) and OUT_DIR/probe.json (every run's figures). A run inspected
-# before (its inspect.json is there) is not inspected again, so the command resumes; runs
-# without train_summary.json (unfinished) are left out. SENTENCES (default 1000) sets
+# before (its inspect.json is there) is not inspected again, so the command resumes; unfinished
+# runs (no train_summary.json yet, or one that says it was stopped by a signal) are left out. SENTENCES (default 1000) sets
 # --sentences; PY (default .venv/bin/python) the interpreter.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: bash scripts/probe_sweep.sh SWEEP_DIR OUT_DIR" >&2; exit 2; }
@@ -22,6 +22,10 @@ probed=()
 for run in "$SWEEP"/*/; do
   run=${run%/}
   [ -f "$run/train_summary.json" ] || continue
+  if grep -q '"stopped_by": *"signal"' "$run/train_summary.json"; then  # its budget not reached
+    echo "probe_sweep: $run was stopped before its budget (rerun its sweep to resume it); left out" >&2
+    continue
+  fi
   if [ ! -f "$run/checkpoints/last.pt" ]; then
     echo "probe_sweep: $run has no checkpoints/last.pt (a collected run?); left out" >&2; continue
   fi

@@ -33,15 +33,20 @@ def test_every_finished_run_is_probed_once_into_one_table(tiny_checkpoint, tmp_p
         ("positions=rope", rope, True),
         ("positions=none", tiny_checkpoint, False),  # still training: no summary yet
         ("collected", None, True),  # copied into results/: no checkpoint
+        ("positions=absolute", tiny_checkpoint, "signal"),  # a sweep stopped it: it resumes
     ]:
         (sweep / name / "checkpoints").mkdir(parents=True)
         if checkpoint is not None:
             shutil.copy(checkpoint, sweep / name / "checkpoints" / "last.pt")
-        if finished:
+        if finished == "signal":
+            summary = {"steps": 25, "stopped_by": "signal"}
+            (sweep / name / "train_summary.json").write_text(json.dumps(summary, indent=2))
+        elif finished:
             (sweep / name / "train_summary.json").write_text("{}")
     done = probe_sweep(sweep, out)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "collected has no checkpoints/last.pt" in done.stderr
+    assert "positions=absolute was stopped before its budget" in done.stderr
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
         "positions=relative", "positions=rope",
     ]  # fmt: skip
