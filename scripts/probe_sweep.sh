@@ -8,8 +8,8 @@
 # Writes OUT_DIR/<run folder>/ (rpr-nmt-inspect's figures, index.md, inspect.json) per run,
 # OUT_DIR/probe.md (the table) and OUT_DIR/probe.json (every run's figures). A run inspected
 # before (its inspect.json is there) is not inspected again, so the command resumes; unfinished
-# runs (no train_summary.json yet, or one that says it was stopped by a signal) are left out. SENTENCES (default 1000) sets
-# --sentences; PY (default .venv/bin/python) the interpreter.
+# runs (no train_summary.json yet, or one that says it was stopped by a signal) are left out.
+# SENTENCES (default 1000) sets --sentences; PY (default .venv/bin/python) the interpreter.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: bash scripts/probe_sweep.sh SWEEP_DIR OUT_DIR" >&2; exit 2; }
 SWEEP=$1; OUT=$2
