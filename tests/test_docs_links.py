@@ -1,6 +1,7 @@
-"""Every relative link in README.md and docs/*.md leads somewhere: the file exists, and a
-#fragment names a heading of the Markdown file it points into (GitHub's anchors: lower case,
-punctuation dropped, spaces as hyphens, a repeated heading numbered -1, -2, ...)."""
+"""Every relative link in README.md, docs/*.md and results/ (the published reports) leads
+somewhere: the file exists, and a #fragment names a heading of the Markdown file it points into
+(GitHub's anchors: lower case, punctuation dropped, spaces as hyphens, a repeated heading numbered
+-1, -2, ...)."""
 
 import re
 from pathlib import Path
@@ -8,7 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "results").rglob("*.md")),
+]
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
