@@ -15,9 +15,10 @@ the report gives the median and the largest p-value over the pairs. "Significant
 report means every seed pair is (the largest p < 0.05), so a difference that only some seeds show
 is not called significant. Seeds without a partner in the baseline are left out.
 
-One exception to taking sacrebleu's number as is: for two identical outputs sacrebleu's count of
-resampled differences strictly above the observed one (zero) is 0 and its p-value 1/(n+1), which
-would read as significant. Identical hypotheses cannot differ, so their p-value is reported as 1.
+One exception to taking sacrebleu's number as is: where the two corpus scores are equal (identical
+outputs, or two untrained models that both score BLEU 0 on every resample), sacrebleu's count of
+resampled differences strictly above the observed one (zero) can be 0 and its p-value 1/(n+1), which
+would read as significant. A difference of zero is no evidence of one: its p-value is reported as 1.
 """
 
 from __future__ import annotations
@@ -94,18 +95,16 @@ def paired_p_values(
             for metric, column in zip(METRICS, columns)
         }
     results = []
-    for i, hyps in enumerate(systems, start=1):
-        identical = list(hyps) == list(baseline)  # see the module docstring
-        results.append(
-            {
-                metric: PairedResult(
-                    p_value=1.0 if identical else float(found[metric][i][1]),
-                    score=float(found[metric][i][0]),
-                    baseline_score=float(found[metric][0][0]),
-                )
-                for metric in METRICS
-            }
-        )
+    for i in range(1, len(systems) + 1):
+        result = {}
+        for metric in METRICS:
+            (score, p_value), baseline_score = found[metric][i], found[metric][0][0]
+            result[metric] = PairedResult(
+                p_value=1.0 if score == baseline_score else float(p_value),  # module docstring
+                score=float(score),
+                baseline_score=float(baseline_score),
+            )
+        results.append(result)
     return results
 
 

@@ -34,6 +34,18 @@ def test_identical_systems_are_not_significant(test):
 
 
 @pytest.mark.parametrize("test", ["bs", "ar"])
+def test_two_different_outputs_with_the_same_score_are_not_significant(test):
+    """Two untrained models repeat one word each: BLEU 0 for both on every resample, which
+    sacrebleu's count (resampled differences strictly above the observed 0) calls p = 1/(n+1)."""
+    refs = corpus()
+    first = ["qq " * 10 for _ in refs]
+    second = ["yy " * 12 for _ in refs]
+    (result,) = paired_p_values(first, [second], refs, test=test, n_samples=200)
+    assert result["BLEU"].score == result["BLEU"].baseline_score == 0.0
+    assert result["BLEU"].p_value == 1.0
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
 def test_a_system_better_on_every_sentence_is_significant(test):
     refs = corpus()
     baseline, better = degrade(refs, 2), degrade(refs, 4)
