@@ -115,4 +115,35 @@ def placement_section(
         f"by seed pair (median p, max over pairs; * = every pair below {ALPHA}).\n\n"
     )
     heading = "Which stack needs word order" + (", past the training lengths" if scope else "")
-    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n"
+    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n" + _seed_pairs(groups, compared)
+
+
+def _seed_pairs(
+    groups: list[tuple[Row, dict[str, Row]]], compared: dict[str, dict[str, Comparison]]
+) -> str:
+    """Each tested placement's pairs, one column per train.seed: Δ BLEU against the same method
+    in both stacks and the pair's p ("" when nothing was tested)."""
+    named = dict(PLACEMENTS) | {"none": "none"}
+    tested = []
+    for both, placed in groups:
+        for stacks in ("encoder", "decoder", "none"):
+            row = placed.get(stacks)
+            comparison = compared.get(both.setting, {}).get(row.setting) if row else None
+            if comparison is not None and comparison.seeds:
+                tested.append((both.label, named[stacks], comparison))
+    if not tested:
+        return ""
+    seeds = sorted({s for *_, c in tested for s in c.seeds}, key=lambda s: (s is None, s or 0))
+    head = ["method", "placement", *(f"seed {s}" if s is not None else "no seed" for s in seeds)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, placement, comparison in tested:
+        pairs = dict(
+            zip(comparison.seeds, zip(comparison.deltas[METRIC], comparison.p_values[METRIC]))
+        )
+        cells = [f"Δ {pairs[s][0]:+.2f}, p {pairs[s][1]:.3f}" if s in pairs else "-" for s in seeds]
+        lines.append("| " + " | ".join([label, placement, *cells]) + " |")
+    lead = (
+        "\nBy seed pair: each placement's BLEU minus the same method's in both stacks with the "
+        "same train.seed, and the pair's p.\n\n"
+    )
+    return lead + "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ copies as the method in both stacks does, short and long sources alike.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -55,10 +56,23 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sweep
 
 
+def tables(section: str) -> list[list[str]]:
+    """The Markdown tables of a report section, each as its lines (the header's rule left out)."""
+    found, current = [], []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|-"):
+            continue
+        if line.startswith("| "):
+            current.append(line)
+        elif current:
+            found, current = [*found, current], []
+    return found
+
+
 def test_one_table_answers_the_question(sweep: Path):
     report = (sweep / "report.md").read_text()
     section = report.split("## Which stack needs word order")[1].split("\n## ")[0]
-    table = [line for line in section.splitlines() if line.startswith("| ")]
+    table = tables(section)[0]
     assert table[0] == "| method | both stacks | encoder only | decoder only | none |"
     names = [line.split(" | ")[0].removeprefix("| ") for line in table[1:]]
     assert names == ["sinusoid", "Shaw k = 16", "RoPE"]
@@ -70,6 +84,26 @@ def test_one_table_answers_the_question(sweep: Path):
     assert "(Δ +0.0, p 1.000 (max 1.000))" in sinusoid[2]  # encoder only: the same output
     assert sinusoid[3].endswith(" *)") and "(Δ -" in sinusoid[3]  # decoder only: worse, every pair
     assert "2 seeds" in section
+
+
+@pytest.mark.parametrize("name", ["report.md", "length_report.md"])
+def test_each_seed_pair_is_listed(sweep: Path, name: str):
+    # The table gives the median and largest p over seed pairs; each pair's Δ and p follow it.
+    section = (sweep / name).read_text().split("## Which stack needs word order")[1]
+    pairs = tables(section.split("\n## ")[0])[1]
+    assert pairs[0] == "| method | placement | seed 1 | seed 2 |"
+    rows = [line.strip("| ").split(" | ") for line in pairs[1:]]
+    assert [row[:2] for row in rows] == [
+        [method, placement]
+        for method in ("sinusoid", "Shaw k = 16", "RoPE")
+        for placement in ("encoder only", "decoder only", "none")
+    ]
+    for _, placement, *cells in rows:
+        assert all(re.fullmatch(r"Δ [+-]\d+\.\d\d, p \d\.\d{3}", cell) for cell in cells)
+        if placement == "encoder only":  # the same output as in both stacks
+            assert cells == ["Δ +0.00, p 1.000"] * 2
+        if placement == "none":  # every pair worse
+            assert all(cell.startswith("Δ -") and float(cell[-5:]) < 0.05 for cell in cells)
 
 
 def test_the_placement_claims_are_judged_per_method(sweep: Path):
@@ -100,7 +134,7 @@ def test_the_length_report_answers_it_past_the_training_lengths(sweep: Path):
     section = report.split("## Which stack needs word order, past the training lengths")[1]
     section = section.split("\n## ")[0]
     assert f"on the {len(LONG)} test sentences longer than" in section
-    table = [line for line in section.splitlines() if line.startswith("| ")]
+    table = tables(section)[0]
     assert table[0] == "| method | both stacks | encoder only | decoder only | none |"
     cells = {line.split(" | ")[0][2:]: line.strip("| ").split(" | ")[1:] for line in table[1:]}
     assert list(cells) == ["sinusoid", "Shaw k = 16", "RoPE"]
