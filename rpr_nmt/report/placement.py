@@ -98,6 +98,8 @@ def placement_section(
     values = values or (lambda row: row.values(SUMMARY_KEY))
     head = ["method", *(name for _, name in PLACEMENTS), "none"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    named = dict(PLACEMENTS) | {"none": "none"}
+    tested = []  # (method, placement, its tests against both stacks), for the seed pairs
     for both, placed in groups:
         tests = compared.get(both.setting, {})
         cells = [both.label, _cell(both, None, values)]
@@ -105,6 +107,8 @@ def placement_section(
             row = placed.get(stacks)
             comparison = tests.get(row.setting) if row is not None else None
             cells.append(_cell(row, comparison, values))
+            if comparison is not None and comparison.seeds:
+                tested.append((both.label, named[stacks], comparison))
         lines.append("| " + " | ".join(cells) + " |")
     seeds = sorted({len(r.runs) for both, placed in groups for r in (both, *placed.values())})
     lead = (
@@ -115,22 +119,16 @@ def placement_section(
         f"by seed pair (median p, max over pairs; * = every pair below {ALPHA}).\n\n"
     )
     heading = "Which stack needs word order" + (", past the training lengths" if scope else "")
-    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n" + _seed_pairs(groups, compared)
+    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n" + _seed_pairs(tested)
 
 
-def _seed_pairs(
-    groups: list[tuple[Row, dict[str, Row]]], compared: dict[str, dict[str, Comparison]]
-) -> str:
+def _seed_pairs(tested: list[tuple[str, str, Comparison]]) -> str:
     """Each tested placement's pairs, one column per train.seed: Δ BLEU against the same method
-    in both stacks and the pair's p ("" when nothing was tested)."""
-    named = dict(PLACEMENTS) | {"none": "none"}
-    tested = []
-    for both, placed in groups:
-        for stacks in ("encoder", "decoder", "none"):
-            row = placed.get(stacks)
-            comparison = compared.get(both.setting, {}).get(row.setting) if row else None
-            if comparison is not None and comparison.seeds:
-                tested.append((both.label, named[stacks], comparison))
+    in both stacks and the pair's p ("" when nothing was tested).
+
+    Args:
+        tested: (method, placement, its Comparison against the method in both stacks), in
+            table order."""
     if not tested:
         return ""
     seeds = sorted({s for *_, c in tested for s in c.seeds}, key=lambda s: (s is None, s or 0))
