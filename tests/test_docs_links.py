@@ -3,6 +3,7 @@ somewhere: the file exists, and a #fragment names a heading of the Markdown file
 (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens, a repeated heading numbered
 -1, -2, ...)."""
 
+import functools
 import re
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def github_anchor(heading: str) -> str:
     return slug.replace(" ", "-")
 
 
-def anchors(path: Path) -> set[str]:
+@functools.cache  # a page is read once, however many links point into it
+def anchors(path: Path) -> frozenset[str]:
     seen: dict[str, int] = {}
     found = set()
     for heading in HEADING.findall(FENCE.sub("", path.read_text())):
@@ -41,7 +43,7 @@ def anchors(path: Path) -> set[str]:
         count = seen.get(slug, 0)
         found.add(slug if count == 0 else f"{slug}-{count}")
         seen[slug] = count + 1
-    return found
+    return frozenset(found)
 
 
 def test_anchor_follows_githubs_rule() -> None:
