@@ -224,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
                 corpus=corpus,
             )  # fmt: skip
             print(text + lengths)
-            print(f"written: {sweep_dir}/report.md" + (f", {plot}" if plot else ""))
+            written = [f"{sweep_dir}/report.md"] + ([str(plot)] if plot else [])
+            if args.by_length:
+                written += [f"{sweep_dir}/length_report.md", f"{sweep_dir}/bleu_by_length.png"]
+            print("written: " + ", ".join(written))
         if args.claims:
             path, text = write_claims_page(args.claims)
             print(text)

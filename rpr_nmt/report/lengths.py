@@ -294,8 +294,9 @@ def write_length_report(
     n_samples: int = 0,
     corpus: CorpusText | None = None,
 ) -> str:
-    """Write length_report.md, bleu_by_length.png and its verdict (length_claims.json) into
-    `sweep_dir`; return the markdown.
+    """Write length_report.md, bleu_by_length.png, its options (length_options.json) and its
+    verdicts (length_claims.json, only where claims are judged) into `sweep_dir`; return the
+    markdown.
 
     With a training cap on source length (data.max_train_source_tokens) and a significance
     `test`, the report also scores every setting past the cap against the sinusoid (or, without

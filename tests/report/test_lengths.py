@@ -52,6 +52,8 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
     )  # fmt: skip
 
     assert main(["--by-length", str(tmp_path / "sweep")]) == 0
+    written = capsys.readouterr().out.splitlines()[-1]  # every file it wrote, named
+    assert "report.md" in written and "length_report.md" in written
     table = (tmp_path / "sweep" / "length_report.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| Shaw k = 4, a^K only |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
