@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         command, losses = train_losses(args.updates, args.precision, Path(tmp) / "run")
     # The flags' class, and what torch makes of it here (kernels held by ONEDNN_MAX_CPU_ISA, ...).
-    host = {**host_record("cpu"), "bf16": bf16_support(torch.device("cpu")).reason}
+    host = {**host_record("cpu"), "threads": 1, "bf16": bf16_support(torch.device("cpu")).reason}
     print(f"this host: {host['cpu']} ({host['bf16']}), {args.precision}, {len(losses)} updates")
     print("losses: " + " ".join(f"{x:.6f}" for x in losses))
     if args.json:

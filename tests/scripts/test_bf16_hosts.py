@@ -39,7 +39,7 @@ def test_a_run_is_written_and_compared_with_another_hosts(tmp_path, monkeypatch,
     assert "(Other CPU (CPU with AMX-BF16)): first differs at update 2" in out
     record = json.loads(here.read_text())
     assert record["losses"] == [9.5, 9.25] and record["precision"] == "bf16"
-    assert record["host"]["kind"] and record["host"]["bf16"] and "commit" in record["code"]
+    assert record["host"]["threads"] == 1 and record["host"]["bf16"] and "commit" in record["code"]
 
 
 def test_a_file_of_another_precision_is_left_out(tmp_path, monkeypatch, capsys):
