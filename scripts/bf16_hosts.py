@@ -15,6 +15,8 @@ and by how much.
         --against results/cpu_sittings/bf16_hosts/*.json
 
 Timing plays no part: a busy host gives the same losses, so this may run beside a sweep.
+Overrides given first (before the options) go after the recipe's, e.g. `model=transformer_tiny`;
+the file records the command, so that only files of the same command are compared.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ RECIPE = [
 ]  # fmt: skip
 
 
-def train_losses(updates: int, precision: str, out: Path) -> tuple[list[str], list[float]]:
-    """The command and the training loss of each of the first `updates` updates on this host."""
-    overrides = [*RECIPE, f"train.precision={precision}", f"train.max_steps={updates}"]
+def train_losses(
+    updates: int, precision: str, out: Path, extra: list[str]
+) -> tuple[list[str], list[float]]:
+    """The command and the training loss of each of the first `updates` updates on this host;
+    `extra` overrides go after the recipe's."""
+    overrides = [*RECIPE, f"train.precision={precision}", f"train.max_steps={updates}", *extra]
     command = [sys.executable, "-m", "rpr_nmt.cli.train", *overrides, f"hydra.run.dir={out}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per run, as the sweeps trained
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
@@ -78,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write this host's losses here")
     parser.add_argument("--against", type=Path, nargs="*", default=[],
                         help="files other hosts wrote with --json")  # fmt: skip
+    parser.add_argument(
+        "overrides", nargs="*", help="rpr-nmt-train overrides after the recipe's, given first"
+    )
     args = parser.parse_args(argv)
     if args.updates < 1:
         parser.error(f"--updates must be at least 1, got {args.updates}")
@@ -85,11 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.against:  # read first: a bad file is refused before anything trains
         try:
             other = json.loads(path.read_text())
-            others.append((path, other["precision"], other["losses"], other["host"]))
+            others.append((path, other["command"], other["losses"], other["host"]))
         except (OSError, ValueError, KeyError) as e:
             parser.error(f"--against {path}: not a file this script wrote ({e})")
     with tempfile.TemporaryDirectory() as tmp:
-        command, losses = train_losses(args.updates, args.precision, Path(tmp) / "run")
+        command, losses = train_losses(
+            args.updates, args.precision, Path(tmp) / "run", args.overrides
+        )
     # The flags' class, and what torch makes of it here (kernels held by ONEDNN_MAX_CPU_ISA, ...).
     host = {**host_record("cpu"), "threads": 1, "bf16": bf16_support(torch.device("cpu")).reason}
     print(f"this host: {host['cpu']} ({host['bf16']}), {args.precision}, {len(losses)} updates")
@@ -100,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=1) + "\n")
         print(f"written: {args.json}")
-    for path, precision, theirs, their_host in others:
-        if precision != args.precision:
-            print(f"{path}: {precision}, not {args.precision}: left out")
+    for path, their_command, theirs, their_host in others:
+        if their_command != " ".join(command):
+            print(f"{path}: another command ({their_command}): left out")
             continue
         there = f"{their_host.get('cpu', '?')} ({their_host.get('bf16', their_host.get('kind'))})"
         print(f"against {path} ({there}): {parting(losses, theirs)}")

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from ..conftest import load_script
+from ..train.conftest import make_corpus
 
 bf16_hosts = load_script("bf16_hosts")
 
 
 def test_equal_losses_are_the_same_to_the_last_bit():
-    assert (
-        bf16_hosts.parting([9.5, 9.25], [9.5, 9.25]) == "same: all 2 losses equal to the last bit"
-    )
+    said = bf16_hosts.parting([9.5, 9.25], [9.5, 9.25])
+    assert said == "same: all 2 losses equal to the last bit"
 
 
 def test_the_first_update_that_differs_is_named_with_both_values():
@@ -28,11 +28,15 @@ def test_curves_of_other_lengths_are_compared_where_both_trained():
     assert said == "the same for the 2 updates both trained (2 here, 3 there)"
 
 
-def test_a_run_is_written_and_compared_with_another_hosts(tmp_path, monkeypatch, capsys):
-    there = tmp_path / "there.json"
+def other_host(path, command="cmd", losses=(9.5, 9.3)):
     host = {"cpu": "Other CPU", "kind": "AMX-BF16", "bf16": "CPU with AMX-BF16"}
-    there.write_text(json.dumps({"host": host, "precision": "bf16", "losses": [9.5, 9.3]}))
-    monkeypatch.setattr(bf16_hosts, "train_losses", lambda n, p, out: (["cmd"], [9.5, 9.25]))
+    path.write_text(json.dumps({"host": host, "command": command, "losses": list(losses)}))
+    return path
+
+
+def test_a_run_is_written_and_compared_with_another_hosts(tmp_path, monkeypatch, capsys):
+    there = other_host(tmp_path / "there.json")
+    monkeypatch.setattr(bf16_hosts, "train_losses", lambda *a: (["cmd"], [9.5, 9.25]))
     here = tmp_path / "hosts" / "here.json"
     assert bf16_hosts.main(["--updates", "2", "--json", str(here), "--against", str(there)]) == 0
     out = capsys.readouterr().out
@@ -42,12 +46,11 @@ def test_a_run_is_written_and_compared_with_another_hosts(tmp_path, monkeypatch,
     assert record["host"]["threads"] == 1 and record["host"]["bf16"] and "commit" in record["code"]
 
 
-def test_a_file_of_another_precision_is_left_out(tmp_path, monkeypatch, capsys):
-    there = tmp_path / "fp32.json"
-    there.write_text(json.dumps({"host": {}, "precision": "fp32", "losses": [9.5]}))
-    monkeypatch.setattr(bf16_hosts, "train_losses", lambda n, p, out: (["cmd"], [9.5]))
+def test_a_file_of_another_command_is_left_out(tmp_path, monkeypatch, capsys):
+    there = other_host(tmp_path / "fp32.json", command="cmd train.precision=fp32")
+    monkeypatch.setattr(bf16_hosts, "train_losses", lambda *a: (["cmd"], [9.5]))
     assert bf16_hosts.main(["--updates", "1", "--against", str(there)]) == 0
-    assert "fp32, not bf16: left out" in capsys.readouterr().out
+    assert "another command (cmd train.precision=fp32): left out" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text", ["not json", '{"losses": [1.0]}'])
@@ -60,3 +63,19 @@ def test_a_file_it_did_not_write_is_refused_before_anything_trains(
     with pytest.raises(SystemExit):
         bf16_hosts.main(["--against", str(bad)])
     assert f"--against {bad}: not a file this script wrote" in capsys.readouterr().err
+
+
+def test_a_real_run_on_this_host_matches_itself_to_the_last_bit(tmp_path, capsys):
+    """Through rpr-nmt-train: transformer_tiny on a tiny corpus, 3 fp32 updates, twice."""
+    corpus = make_corpus(tmp_path / "corpus")
+    tiny = ["data=local", f"data.root={corpus}", f"data.cache_dir={tmp_path / 'cache'}",
+            "data.vocab_size=200", "model=transformer_tiny", "train.max_tokens=600",
+            "train.device=cpu"]  # fmt: skip
+    first = tmp_path / "first.json"
+    options = ["--updates", "3", "--precision", "fp32"]
+    assert bf16_hosts.main([*tiny, *options, "--json", str(first)]) == 0
+    record = json.loads(first.read_text())
+    assert len(record["losses"]) == 3 and all(x > 0 for x in record["losses"])
+    assert "model=transformer_tiny" in record["command"]
+    assert bf16_hosts.main([*tiny, *options, "--against", str(first)]) == 0
+    assert "same: all 3 losses equal to the last bit" in capsys.readouterr().out
