@@ -117,10 +117,17 @@ def hosts_note(rows: Sequence[Row]) -> str:
         hosts = f"all on one, {next(iter(by_host))}"
     else:
         hosts = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in by_host.items())
+    bf16 = any(run.summary.get("precision") == "bf16" for row in rows for run in row.runs)
+    rounding = (
+        ' bf16 rounds by the kernels a host runs (docs/performance.md, "Host classes"): runs '
+        "from different hosts differ by that rounding too, not only in speed."
+        if bf16 and len(by_host) > 1
+        else ""
+    )
     return (
         "tokens/s: each run's own training rate, beside whatever else its host ran (sweeps train "
         "runs side by side), so compare speeds in a benchmark sitting (scripts/bench_train.py), "
-        f"not here. Hosts: {hosts}.\n"
+        f"not here. Hosts: {hosts}.{rounding}\n"
     )
 
 

@@ -250,7 +250,8 @@ def test_the_table_says_which_hosts_its_tokens_per_second_come_from(tmp_path):
         path.write_text(json.dumps(summary | ({"sessions": sessions} if sessions else {})))
     note = markdown_table(group_runs(find_runs(tmp_path))).split("\n\n")[1]
     assert note.startswith("tokens/s: each run's own training rate")
-    hosts = dict(h.split(": ") for h in note.split("Hosts: ")[1].rstrip(".\n").split("; "))
+    hosts = note.split("Hosts: ")[1].split(".")[0]  # up to the end of its sentence
+    hosts = dict(h.split(": ") for h in hosts.split("; "))
     assert hosts == {
         "Xeon A (AMX-BF16), 1 thread": "Shaw k = 16",
         "Xeon B (AVX512-BF16), 1 thread": "Shaw k = 4, Shaw k = 16",  # and a resumed run's
@@ -258,6 +259,23 @@ def test_the_table_says_which_hosts_its_tokens_per_second_come_from(tmp_path):
     }
     (only,) = group_runs(find_runs(tmp_path / "model.max_relative_position=8,train.seed=1"))
     assert "Hosts: not recorded (runs trained before 2026-11-28)." in markdown_table([only])
+    assert "rounding" not in note  # fp32 runs: hosts differ in speed only
+
+
+def test_bf16_runs_from_different_hosts_are_said_to_differ_by_rounding(tmp_path):
+    # Kernels decide bf16 rounding (scripts/bf16_hosts.py): one host held below its bf16
+    # instructions parted from itself at update 2.
+    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
+    for k, hosts in [(16, [amx]), (4, [])]:
+        make_run(tmp_path, k, 1, 27.0)
+        path = tmp_path / f"model.max_relative_position={k},train.seed=1/train_summary.json"
+        sessions = [{"start_step": 0, "host": h} for h in hosts]
+        path.write_text(
+            json.dumps(json.loads(path.read_text()) | {"precision": "bf16", "sessions": sessions})
+        )
+    rows = group_runs(find_runs(tmp_path))
+    assert "runs from different hosts differ by that rounding too" in markdown_table(rows)
+    assert "rounding" not in markdown_table(rows[:1])  # one host: nothing to say
 
 
 def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
