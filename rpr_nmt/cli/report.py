@@ -27,6 +27,7 @@ from rpr_nmt.report import (
     write_length_report,
     write_report,
 )
+from rpr_nmt.report.lengths import LENGTH_PLOT_FILE, LENGTH_REPORT_FILE
 from rpr_nmt.report.retrained import write_retraining_report
 from rpr_nmt.report.runs import CorpusText
 from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             print(text + lengths)
             written = [f"{sweep_dir}/report.md"] + ([str(plot)] if plot else [])
             if args.by_length:
-                written += [f"{sweep_dir}/length_report.md", f"{sweep_dir}/bleu_by_length.png"]
+                written += [f"{sweep_dir}/{LENGTH_REPORT_FILE}", f"{sweep_dir}/{LENGTH_PLOT_FILE}"]
             print("written: " + ", ".join(written))
         if args.claims:
             path, text = write_claims_page(args.claims)

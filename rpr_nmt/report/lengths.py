@@ -36,6 +36,8 @@ from rpr_nmt.report.sweep import Row, group_runs, reference_row
 from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
+LENGTH_REPORT_FILE = "length_report.md"  # the report by source length, beside report.md
+LENGTH_PLOT_FILE = "bleu_by_length.png"  # its plot
 LENGTH_CLAIMS_FILE = "length_claims.json"  # length_report.md's verdict as data, beside it
 LENGTH_OPTIONS_FILE = "length_options.json"  # its buckets and splits, reused when not given
 
@@ -316,8 +318,8 @@ def write_length_report(
     reference = reference_row(rows)
     sinusoid = [row for row in rows if is_sinusoid(row.model)]
     baseline = sinusoid[0] if sinusoid else reference
-    plot_by_length(results, Path(sweep_dir) / "bleu_by_length.png", cap, baseline.label)
-    text += "\n![test BLEU by source length](bleu_by_length.png)\n"
+    plot_by_length(results, Path(sweep_dir) / LENGTH_PLOT_FILE, cap, baseline.label)
+    text += f"\n![test BLEU by source length]({LENGTH_PLOT_FILE})\n"
     verdicts = []
     if cap is not None and test:
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
@@ -344,7 +346,7 @@ def write_length_report(
         )
         verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, f"BLEU {scope}")
         text += claims_section(verdicts, TESTS[test])
-    (Path(sweep_dir) / "length_report.md").write_text(text)
+    (Path(sweep_dir) / LENGTH_REPORT_FILE).write_text(text)
     options = {"bounds": bounds, "splits": splits}
     (Path(sweep_dir) / LENGTH_OPTIONS_FILE).write_text(json.dumps(options, indent=1) + "\n")
     save_verdicts(Path(sweep_dir) / LENGTH_CLAIMS_FILE, verdicts)
