@@ -37,6 +37,7 @@ import torch  # noqa: E402
 from rpr_nmt.precision import bf16_support  # noqa: E402
 from rpr_nmt.train.provenance import code_record, host_record  # noqa: E402
 
+THREADS = 1  # torch threads per run, as the sweeps trained
 RECIPE = [
     "experiment=length_generalisation", "hydra.mode=RUN", "positions=absolute", "train=cpu_short",
     "train.seed=1", "train.max_time_minutes=null", "train.log_every=1", "train.valid_every=100000",
@@ -51,7 +52,7 @@ def train_losses(
     `extra` overrides go after the recipe's."""
     overrides = [*RECIPE, f"train.precision={precision}", f"train.max_steps={updates}", *extra]
     command = [sys.executable, "-m", "rpr_nmt.cli.train", *overrides, f"hydra.run.dir={out}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per run, as the sweeps trained
+    env = {**os.environ, "OMP_NUM_THREADS": str(THREADS)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bf16_hosts: training failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             args.updates, args.precision, Path(tmp) / "run", args.overrides
         )
     # The flags' class, and what torch makes of it here (kernels held by ONEDNN_MAX_CPU_ISA, ...).
-    host = {**host_record("cpu"), "threads": 1, "bf16": bf16_support(torch.device("cpu")).reason}
+    bf16 = bf16_support(torch.device("cpu")).reason
+    host = {**host_record("cpu"), "threads": THREADS, "bf16": bf16}  # the run's, not this process's
     print(f"this host: {host['cpu']} ({host['bf16']}), {args.precision}, {len(losses)} updates")
     print("losses: " + " ".join(f"{x:.6f}" for x in losses))
     if args.json:
