@@ -9,7 +9,8 @@ experiment=where_positions trains each method in the encoder only and in the dec
 
 Each cell is the test BLEU over seeds; each placement is tested against the same method in both
 stacks, seed pair by seed pair (rpr_nmt.report.significance). The table appears in report.md when
-the sweep has a method in one stack only.
+the sweep has a method in one stack only; what it cannot test for want of the method in both
+stacks, and a missing 'none', are named under it with how to add them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from rpr_nmt.config import position_methods, position_stacks
+from rpr_nmt.report.labels import method_label
 from rpr_nmt.report.rows import Row
 from rpr_nmt.report.significance import ALPHA, Comparison
 from rpr_nmt.report.stats import format_stats, seed_stats
@@ -25,6 +27,7 @@ from rpr_nmt.report.stats import format_stats, seed_stats
 PLACEMENTS = (("both", "both stacks"), ("encoder", "encoder only"), ("decoder", "decoder only"))
 METRIC, SUMMARY_KEY = "BLEU", "test_bleu"
 STACKS = "model.positions_in"
+STACKS_KEY = STACKS.removeprefix("model.")  # ModelConfig.positions_in
 
 
 def _method(row: Row) -> tuple:
@@ -93,8 +96,10 @@ def placement_section(
             "" = the whole test set (the heading then has no suffix).
     """
     groups = placement_groups(rows)
+    heading = "Which stack needs word order" + (", past the training lengths" if scope else "")
+    missing = _missing_note(rows, groups)
     if not groups:
-        return ""
+        return f"\n## {heading}\n\n{missing}" if missing else ""
     values = values or (lambda row: row.values(SUMMARY_KEY))
     head = ["method", *(name for _, name in PLACEMENTS), "none"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -118,8 +123,44 @@ def placement_section(
         "without any. Δ and p: each placement against the same method in both stacks, seed pair "
         f"by seed pair (median p, max over pairs; * = every pair below {ALPHA}).\n\n"
     )
-    heading = "Which stack needs word order" + (", past the training lengths" if scope else "")
-    return f"\n## {heading}\n\n" + lead + "\n".join(lines) + "\n" + _seed_pairs(tested)
+    table = "\n".join(lines) + "\n" + _seed_pairs(tested)
+    return f"\n## {heading}\n\n" + lead + table + (f"\n{missing}" if missing else "")
+
+
+def _missing_note(rows: Sequence[Row], groups: list[tuple[Row, dict[str, Row]]]) -> str:
+    """What the table lacks and how to add it: the same method in both stacks for rows with a
+    method in one stack only (without it they are not tested, so not in the table), and the
+    model without positions (the none column); "" when nothing is missing or nothing is placed.
+    A sweep of experiment=where_positions alone lacks both: they are the position study's runs."""
+    grouped = {_method(both) for both, _ in groups}
+    none = [r for r in rows if position_methods(r.model) == ("none", "none")]
+    alone = [
+        r
+        for r in rows
+        if position_stacks(r.model) != "both" and _method(r) not in grouped and r not in none
+    ]
+    if not alone and (none or not groups):
+        return ""
+    lacking, train = [], []
+    if alone:
+        names = list(dict.fromkeys(method_label({**r.model, STACKS_KEY: "both"}) for r in alone))
+        lacking.append(f"{_listed(names)} in both stacks")
+        train.append(f"{STACKS}=both")
+    if not none:
+        lacking.append("the model without positions")
+        train.append("positions=none")
+    return (
+        "This sweep has methods in one stack only but not what the table tests them against: "
+        f"{', and '.join(lacking)}. Train them into this sweep folder (the sweep's command "
+        f"with {', and with '.join(train)}), or copy runs trained before beside these with "
+        "`rpr-nmt-report --collect RUN --into FOLDER` and report that folder (docs/usage.md, "
+        '"Which stack needs word order").\n'
+    )
+
+
+def _listed(names: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _seed_pairs(tested: list[tuple[str, str, Comparison]]) -> str:

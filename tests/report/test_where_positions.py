@@ -147,3 +147,45 @@ def test_the_length_report_answers_it_past_the_training_lengths(sweep: Path):
         else:
             assert decoder.endswith(" *)") and "(Δ -" in decoder
     assert "(1 seed" not in section and "2 seeds" in section
+
+
+def test_a_complete_sweep_reports_nothing_missing(sweep: Path):
+    for name in ("report.md", "length_report.md"):
+        assert "not what the table tests them against" not in (sweep / name).read_text()
+
+
+def placed_only(root: Path, dropped: tuple[str, ...]) -> Path:
+    """The fixture's sweep laid out afresh in `root`, without the study's rows named in
+    `dropped` (positions=<name>, both seeds), reported."""
+    sweep = root / "where_positions_tiny"
+    write_study(sweep, write_corpus(root))
+    write_placements(sweep)
+    for name in ("learned", "alibi", "t5", *dropped):
+        for seed in (1, 2):
+            shutil.rmtree(sweep / f"positions={name},train.seed={seed}")
+    assert main(["--samples", "100", str(sweep)]) == 0
+    return sweep
+
+
+def test_a_sweep_of_placements_alone_says_what_to_add(tmp_path: Path):
+    # experiment=where_positions alone, as its one command trains it: the both-stack and none rows
+    # are the position study's runs. Without them nothing can be tested; the report says so and
+    # how to add them, instead of leaving the section out.
+    sweep = placed_only(tmp_path, ("absolute", "relative", "rope", "none"))
+    section = (sweep / "report.md").read_text().split("## Which stack needs word order")[1]
+    assert not tables(section.split("\n## ")[0])
+    lead = "This sweep has methods in one stack only but not what the table tests them against: "
+    assert lead + "sinusoid, Shaw k = 16 and RoPE in both stacks, and the model without" in section
+    assert "model.positions_in=both, and with positions=none" in section
+    assert "rpr-nmt-report --collect RUN --into FOLDER" in section
+
+
+def test_a_method_without_its_both_stack_row_is_named_under_the_table(tmp_path: Path):
+    # The sinusoid and Shaw have their both-stack rows and are tabled; RoPE's is missing, so RoPE
+    # is named instead of silently left out, and the none column is there.
+    sweep = placed_only(tmp_path, ("rope",))
+    section = (sweep / "report.md").read_text().split("## Which stack needs word order")[1]
+    table = tables(section.split("\n## ")[0])[0]
+    assert [line.split(" | ")[0][2:] for line in table[1:]] == ["sinusoid", "Shaw k = 16"]
+    assert "tests them against: RoPE in both stacks. Train them" in section
+    assert "(the sweep's command with model.positions_in=both)" in section
