@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -25,11 +25,15 @@ from rpr_nmt.checkpoint.state import (
     load_checkpoint,
     save_checkpoint,
 )
+from rpr_nmt.config import ModelConfig
 from rpr_nmt.data.cache import owned_temporary
 
 log = logging.getLogger("rpr_nmt.checkpoint")
 
 STEP_PATTERN = re.compile(r"^step_(\d+)\.pt$")
+
+# Model settings that act only while training: checkpoints that differ in them average as one model.
+TRAINING_ONLY_MODEL_KEYS = frozenset({"dropout", "attention_dropout"})
 
 
 def step_path(checkpoint_dir: Path, step: int) -> Path:
@@ -133,8 +137,9 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
     since an averaged model has none that match.
 
     Raises:
-        CheckpointError: a checkpoint holds another model (parameter names or shapes) or another
-            BPE model than the first; the message names both files.
+        CheckpointError: a checkpoint holds another model (parameter names or shapes, or model
+            settings apart from dropout) or another BPE model than the first; the message names
+            both files (and the settings).
     """
     if not paths:
         raise CheckpointError("no checkpoints given to average")
@@ -145,6 +150,14 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
             s.model[n].shape != t.shape for n, t in reference.items()
         ):
             raise CheckpointError(f"{p} holds another model than {paths[0]}: cannot average")
+        # Parameter-free settings (RoPE, ALiBi, the sinusoid, none; which stacks have them) change
+        # no name or shape, so the configs decide.
+        differ = model_differences(states[0].config.model, s.config.model)
+        if differ:
+            raise CheckpointError(
+                f"{p} holds another model than {paths[0]} ({'; '.join(differ)}): cannot "
+                "average; average checkpoints of one run (an ensemble combines different models)"
+            )
         if s.bpe_model != states[0].bpe_model:  # the same shapes, but token i is another piece
             raise CheckpointError(
                 f"{p} and {paths[0]} have different BPE models, so the same row of their "
@@ -165,6 +178,17 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
         newest, model=averaged, optimizer=None, scheduler=None, scaler=None, ema=ema,
         averaged_from=[str(p) for p in paths],
     )  # fmt: skip
+
+
+def model_differences(first: ModelConfig, other: ModelConfig) -> list[str]:
+    """'model.<key>: <first> vs <other>' for each model setting on which two checkpoints' configs
+    differ, TRAINING_ONLY_MODEL_KEYS left out."""
+    a, b = asdict(first), asdict(other)
+    return [
+        f"model.{key}: {a.get(key)} vs {b.get(key)}"
+        for key in sorted(a.keys() | b.keys())
+        if key not in TRAINING_ONLY_MODEL_KEYS and a.get(key) != b.get(key)
+    ]
 
 
 def load_checkpoint_or_run(item: str | Path) -> TrainingState:

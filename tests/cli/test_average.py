@@ -75,3 +75,46 @@ def test_an_output_under_a_file_or_on_a_read_only_folder_is_one_line(
         assert err.count("\n") == 1
         assert f"{ro} is on a read-only file system: give another -o" in err
     assert list(ro.iterdir()) == []
+
+
+def relabelled(path, out, **model):
+    """The checkpoint at `path` with its model config changed: the same weights and BPE model."""
+    from dataclasses import replace
+
+    from rpr_nmt.checkpoint import save_checkpoint
+
+    state = load_checkpoint(path)
+    config = replace(state.config, model=replace(state.config.model, **model))
+    return save_checkpoint(replace(state, config=config), out)
+
+
+@pytest.mark.parametrize(
+    "model, named",
+    [
+        ({"positions_in": "decoder"}, "model.positions_in: both vs decoder"),
+        ({"relative_positions": "rope"}, "model.relative_positions: shaw vs rope"),
+    ],
+)
+def test_models_that_differ_only_in_parameter_free_settings_are_not_averaged(
+    tiny_run, tmp_path, capsys, model, named
+):
+    # Probe F1: RoPE in the encoder only and RoPE in the decoder only (or RoPE and the sinusoid)
+    # have the same parameter names and shapes, and were averaged into a model labelled as the
+    # first argument's.
+    other = relabelled(tiny_run["b"], tmp_path / "other.pt", **model)
+    out = tmp_path / "avg.pt"
+    assert main([str(tiny_run["a"]), str(other), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: error: {other} holds another model than {tiny_run['a']} ({named}): "
+        "cannot average; average checkpoints of one run (an ensemble combines different "
+        "models)\n"
+    )
+    assert not out.exists()
+
+
+def test_checkpoints_that_differ_only_in_dropout_are_averaged(tiny_run, tmp_path):
+    # Dropout acts only in training: the same model, averaged as before.
+    other = relabelled(tiny_run["b"], tmp_path / "other.pt", dropout=0.3, attention_dropout=0.0)
+    out = tmp_path / "avg.pt"
+    assert main([str(tiny_run["a"]), str(other), "-o", str(out)]) == 0
+    assert load_checkpoint(out).averaged_from == [str(tiny_run["a"]), str(other)]
