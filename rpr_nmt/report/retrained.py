@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rpr_nmt.report.labels import setting_labels
-from rpr_nmt.report.rows import Row
+from rpr_nmt.report.rows import Row, check_distinct_seeds
 from rpr_nmt.report.runs import CorpusText, Run, check_same_arithmetic, find_runs
 from rpr_nmt.report.significance import TESTS, Comparison, compare_seedwise
 from rpr_nmt.report.stats import format_stats
@@ -121,7 +121,8 @@ def judge_retraining(
 
     Raises:
         ValueError: a folder without runs, runs of one folder trained by different code, a
-            retrained setting not published, or a test that is not sacrebleu's.
+            retrained setting not published, two runs of a setting with one seed in a folder, or
+            a test that is not sacrebleu's.
         FileNotFoundError, rpr_nmt.data.DataError: a run's test output or corpus is missing.
     """
     if test not in TESTS:
@@ -137,6 +138,8 @@ def judge_retraining(
     groups = pair_settings(folders["published"], folders["retrained"])
     labels = setting_labels([new[0] for _, new in groups])
     for (old, new), label in zip(groups, labels):
+        check_distinct_seeds(old)
+        check_distinct_seeds(new)
         base = [read_test_output(r, text) for r in old]
         outputs = {"new": [read_test_output(r, text) for r in new]}
         compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]

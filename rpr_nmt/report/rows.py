@@ -12,7 +12,7 @@ from typing import Any
 
 from rpr_nmt.config import POSITION_STACKS, position_methods, position_stacks
 from rpr_nmt.report.labels import method_label, setting_labels
-from rpr_nmt.report.runs import Run, check_same_arithmetic, setting_keys
+from rpr_nmt.report.runs import SEED_KEY, Run, check_same_arithmetic, setting_keys
 from rpr_nmt.report.stats import SeedStats, seed_stats
 
 
@@ -60,7 +60,8 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     methods (rpr_nmt.report.labels.setting_labels).
 
     Raises:
-        ValueError: the runs were trained by code that trains differently (check_same_arithmetic).
+        ValueError: the runs were trained by code that trains differently (check_same_arithmetic),
+            or two runs of one setting have the same seed (check_distinct_seeds).
     """
     check_same_arithmetic(runs)
     keys = setting_keys(runs)
@@ -68,11 +69,33 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     for run in runs:
         label = run.setting(keys)
         rows.setdefault(label, Row(label, run.model)).runs.append(run)
+    for row in rows.values():
+        check_distinct_seeds(row.runs)
 
     ordered = sorted(rows.values(), key=lambda row: row_order(row.model, row.setting))
     for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
         row.label = label
     return ordered
+
+
+def check_distinct_seeds(runs: Sequence[Run]) -> None:
+    """Refuse two runs of one setting with the same train.seed: the same run collected twice (or
+    retrained beside its first copy) would count as two seeds, narrowing the spread and interval.
+
+    Raises:
+        ValueError: names both run folders and the seed.
+    """
+    seen: dict[int, Run] = {}
+    for run in runs:
+        if run.seed is None:
+            continue
+        if run.seed in seen:
+            raise ValueError(
+                f"{seen[run.seed].path} and {run.path} are one setting with the same "
+                f"{SEED_KEY}={run.seed}: they would count as two seeds; keep one of them (or "
+                "train the other with another seed)"
+            )
+        seen[run.seed] = run
 
 
 def row_order(model: dict[str, Any], setting: str) -> tuple:

@@ -169,3 +169,14 @@ def test_experiment_retrain_published_trains_the_published_recipe(positions, pub
         config = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
     assert config["train"]["arithmetic"] == 2  # what it retrains in; the published trained in 1
     assert recipe(Run(old.path, overrides, config, {})) == recipe(old)
+
+
+def test_a_retrained_run_present_twice_is_refused(folders, capsys):
+    # Probe F3: two copies of one seed-1 run were judged as two seeds ("37.91 ± 0.00").
+    published, retrained, data = folders
+    write_run(retrained, "absolute", 1, ROUNDED[1], data, arithmetic=2)
+    write_run(retrained / "again", "absolute", 1, ROUNDED[1], data, arithmetic=2)
+    assert main(["--retrained", str(retrained), "--against", str(published)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "are one setting with the same train.seed=1" in err
+    assert not (retrained / "retrained.md").exists()

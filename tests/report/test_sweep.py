@@ -311,3 +311,20 @@ def test_a_relative_corpus_root_says_where_it_was_looked_for(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert f"a relative root is read from the folder the report runs in, {tmp_path}" in err
     assert err.count("\n") == 1
+
+
+def test_one_run_collected_twice_is_not_counted_as_two_seeds(tmp_path, capsys):
+    # Probe F3: a run added again under another folder name (--collect of a run trained before,
+    # with the sweep's seed 1 already there) made a row of 3 "seeds" out of 2.
+    relative = {"max_relative_position": 16, "sinusoidal": False}
+    sweep = tmp_path / "sweep"
+    first = write_run(sweep, ["positions=relative", "train.seed=1"], relative, 1)
+    write_run(sweep, ["positions=relative", "train.seed=2"], relative, 2)
+    again = write_run(sweep, ["positions=relative"], relative, 1)  # a single run's folder name
+    assert main(["--significance", "none", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    named = f"{again} and {first}", f"{first} and {again}"  # in the order they are found
+    assert any(f"{n} are one setting with the same train.seed=1" in err for n in named)
+    assert "they would count as two seeds" in err
+    assert not (sweep / "report.md").exists()
