@@ -117,11 +117,17 @@ def hosts_note(rows: Sequence[Row]) -> str:
         hosts = f"all on one, {next(iter(by_host))}"
     else:
         hosts = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in by_host.items())
-    bf16 = any(run.summary.get("precision") == "bf16" for row in rows for run in row.runs)
+    bf16_hosts = {  # the hosts of bf16 sessions (a session's own precision, else its run's)
+        host_label(session)
+        for row in rows
+        for run in row.runs
+        for session in run.summary.get("sessions") or [{}]
+        if (session.get("precision") or run.summary.get("precision")) == "bf16"
+    }
     rounding = (
         ' bf16 rounds by the kernels a host runs (docs/performance.md, "Host classes"): runs '
         "from different hosts differ by that rounding too, not only in speed."
-        if bf16 and len(by_host) > 1
+        if len(bf16_hosts) > 1
         else ""
     )
     return (

@@ -278,6 +278,32 @@ def test_bf16_runs_from_different_hosts_are_said_to_differ_by_rounding(tmp_path)
     assert "rounding" not in markdown_table(rows[:1])  # one host: nothing to say
 
 
+def test_fp32_runs_on_another_host_beside_bf16_runs_on_one_say_nothing_of_rounding(tmp_path):
+    # Probe F4: every bf16 run on one host and an fp32 run on another brought the note, which
+    # speaks of bf16 runs from more than one host. A resumed run's sessions count one by one.
+    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
+    avx2 = {"device": "cpu", "cpu": "EPYC B", "kind": "AVX2", "threads": 2}
+    runs = {16: ("bf16", [amx, amx]), 4: ("fp32", [avx2])}
+    for k, (precision, hosts) in runs.items():
+        make_run(tmp_path, k, 1, 27.0)
+        path = tmp_path / f"model.max_relative_position={k},train.seed=1/train_summary.json"
+        sessions = [{"start_step": 0, "host": h, "precision": precision} for h in hosts]
+        path.write_text(
+            json.dumps(
+                json.loads(path.read_text()) | {"precision": precision, "sessions": sessions}
+            )
+        )
+    table = markdown_table(group_runs(find_runs(tmp_path)))
+    assert "Hosts: " in table and "EPYC B" in table
+    assert "rounding" not in table
+    # The bf16 run resumed on the other host: now bf16 came from two.
+    path = tmp_path / "model.max_relative_position=16,train.seed=1/train_summary.json"
+    summary = json.loads(path.read_text())
+    summary["sessions"][1] = {"start_step": 50, "host": avx2, "precision": "bf16"}
+    path.write_text(json.dumps(summary))
+    assert "differ by that rounding too" in markdown_table(group_runs(find_runs(tmp_path)))
+
+
 def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
     from rpr_nmt.report.runs import read_hypotheses
 
