@@ -200,6 +200,13 @@ def read_test_output(run: Run, text: CorpusText) -> SeedOutput:
     try:
         hyps = read_hypotheses(run, run.test_split, len(refs))
     except FileNotFoundError as e:
+        if run.unfinished:  # stopped by a signal before its evaluation at the end
+            budget = run.config.get("train", {}).get("max_steps")
+            raise FileNotFoundError(
+                f"{run.path} stopped at update {run.summary.get('steps', '?')} of {budget} (a "
+                "signal) and has no test output yet: rerun its training command to resume it (it "
+                "evaluates at the end), move it out of the sweep, or give --significance none"
+            ) from e
         raise FileNotFoundError(
             f"{e}; the paired tests need every run's test output: evaluate the run, move it out "
             "of the sweep, or give --significance none"

@@ -354,3 +354,28 @@ def test_one_run_collected_twice_is_not_counted_as_two_seeds(tmp_path, capsys):
     assert any(f"{n} are one setting with the same train.seed=1" in err for n in named)
     assert "they would count as two seeds" in err
     assert not (sweep / "report.md").exists()
+
+
+def test_a_stopped_run_without_test_output_says_to_resume_it(tmp_path):
+    # Probe F9: a run stopped by a signal before its evaluation was refused by the paired tests
+    # with "the run must evaluate itself at the end (train.evaluate_at_end)", as if it never would.
+    from rpr_nmt.report.sweep import read_test_output
+
+    class Corpus:  # the references alone: the run's corpus is not what is tested here
+        def references(self, run, split):
+            return ["a b c"] * 3
+
+    write_run_folder(
+        tmp_path,
+        ["train.seed=1"],
+        {"model": {}, "train": {"seed": 1, "max_steps": 30}},
+        {"steps": 13, "stopped_by": "signal"},
+    )
+    (run,) = find_runs(tmp_path)
+    with pytest.raises(FileNotFoundError) as error:
+        read_test_output(run, Corpus())
+    assert str(error.value) == (
+        f"{run.path} stopped at update 13 of 30 (a signal) and has no test output yet: rerun its "
+        "training command to resume it (it evaluates at the end), move it out of the sweep, or "
+        "give --significance none"
+    )
