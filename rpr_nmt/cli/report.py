@@ -27,7 +27,12 @@ from rpr_nmt.report import (
     write_length_report,
     write_report,
 )
-from rpr_nmt.report.lengths import LENGTH_PLOT_FILE, LENGTH_REPORT_FILE
+from rpr_nmt.report.lengths import (
+    LENGTH_CLAIMS_FILE,
+    LENGTH_OPTIONS_FILE,
+    LENGTH_PLOT_FILE,
+    LENGTH_REPORT_FILE,
+)
 from rpr_nmt.report.retrained import write_retraining_report
 from rpr_nmt.report.runs import CorpusText
 from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
@@ -220,15 +225,21 @@ def main(argv: list[str] | None = None) -> int:
                     sweep_dir, args.bounds, args.splits, test=test, n_samples=args.samples,
                     corpus=corpus,
                 )  # fmt: skip
-            text, plot = write_report(
+            text, written = write_report(
                 sweep_dir, baseline=args.baseline, significance=test, n_samples=args.samples,
                 corpus=corpus,
             )  # fmt: skip
             print(text + lengths)
-            written = [f"{sweep_dir}/report.md"] + ([str(plot)] if plot else [])
             if args.by_length:
-                written += [f"{sweep_dir}/{LENGTH_REPORT_FILE}", f"{sweep_dir}/{LENGTH_PLOT_FILE}"]
-            print("written: " + ", ".join(written))
+                names = (
+                    LENGTH_REPORT_FILE,
+                    LENGTH_PLOT_FILE,
+                    LENGTH_CLAIMS_FILE,
+                    LENGTH_OPTIONS_FILE,
+                )
+                # The claims file only with verdicts (an earlier one is removed without them).
+                written += [Path(sweep_dir) / n for n in names if (Path(sweep_dir) / n).exists()]
+            print("written: " + ", ".join(map(str, written)))
         if args.claims:
             path, text = write_claims_page(args.claims)
             print(text)

@@ -51,7 +51,9 @@ COLUMNS = (
     ("steps", "steps", 0),
 )
 SUMMARY_KEYS = {"BLEU": "test_bleu", "chrF": "test_chrf"}  # a tested metric's summary entry
+REPORT_FILE = "report.md"  # the sweep's report
 CLAIMS_FILE = "claims.json"  # report.md's verdicts as data, beside it
+SETTINGS_PLOT_FILE = "test_bleu_by_setting.png"  # a dot per seed, mean ± sd, per setting
 
 
 def reference_row(rows: Sequence[Row], setting: str | None = None) -> Row:
@@ -272,9 +274,9 @@ def write_report(
     significance: str | None = "bs",
     n_samples: int = 0,
     corpus: CorpusText | None = None,
-) -> tuple[str, Path | None]:
+) -> tuple[str, list[Path]]:
     """Write report.md, its plots and its verdicts (claims.json) into `sweep_dir`; return the
-    markdown and the k plot.
+    markdown and every file written (a plot with nothing to draw is not, and an earlier one goes).
 
     Args:
         sweep_dir: a sweep folder or its collected copy under results/.
@@ -332,10 +334,16 @@ def write_report(
     if significance:
         text += claims_section(verdicts, TESTS[significance])
     save_verdicts(sweep_dir / CLAIMS_FILE, verdicts)
-    if plot_settings(rows, sweep_dir / "test_bleu_by_setting.png"):
-        text += "\n![test BLEU per setting, one point per seed](test_bleu_by_setting.png)\n"
-    (sweep_dir / "report.md").write_text(text)
-    return text, plot_path
+    settings_plot: Path | None = sweep_dir / SETTINGS_PLOT_FILE
+    if plot_settings(rows, settings_plot):
+        text += f"\n![test BLEU per setting, one point per seed]({SETTINGS_PLOT_FILE})\n"
+    else:
+        settings_plot.unlink(missing_ok=True)  # drawn by an earlier report of other runs
+        settings_plot = None
+    (sweep_dir / REPORT_FILE).write_text(text)
+    claims = sweep_dir / CLAIMS_FILE if verdicts else None  # none: an earlier one is removed
+    written = [sweep_dir / REPORT_FILE, plot_path, claims, settings_plot]
+    return text, [path for path in written if path is not None]
 
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,9 @@ def test_by_length_scores_each_bucket_from_the_run_files(tmp_path, capsys):
 
     assert main(["--by-length", str(tmp_path / "sweep")]) == 0
     written = capsys.readouterr().out.splitlines()[-1]  # every file it wrote, named
-    assert "report.md" in written and "length_report.md" in written
+    named = sorted(Path(name).name for name in written.removeprefix("written: ").split(", "))
+    assert named == sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_file())
+    assert "length_report.md" in named and "length_options.json" in named
     table = (tmp_path / "sweep" / "length_report.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| Shaw k = 4, a^K only |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
