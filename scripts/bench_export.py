@@ -45,7 +45,13 @@ from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
 from rpr_nmt.decode import Hypothesis, translate
 from rpr_nmt.decode.translate import decoding_model
 from rpr_nmt.evaluate import Scores, detokenize, score_corpus
-from rpr_nmt.export import ExportError, export_ctranslate2, translate_ctranslate2
+from rpr_nmt.export import (
+    ExportError,
+    PositionLimits,
+    export_ctranslate2,
+    read_position_limits,
+    translate_ctranslate2,
+)
 from rpr_nmt.model import Transformer
 from rpr_nmt.precision import host_summary, matmul_ceilings
 
@@ -180,13 +186,21 @@ def decode_ours(
 
 
 def decode_ct2(
-    translator: Any, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig, repeats: int
+    translator: Any,
+    tokenizer: Tokenizer,
+    sources: list[str],
+    cfg: DecodeConfig,
+    repeats: int,
+    limits: PositionLimits,
 ) -> tuple[float, list[NBest]]:
-    """Timed translate_ctranslate2 of all sources (our rules: caps, min_len, suppressed ids)."""
+    """Timed translate_ctranslate2 of all sources (our rules: caps, min_len, suppressed ids, and
+    the learned tables' `limits`)."""
     seconds, pieces = best_of(
-        lambda: translate_ctranslate2(translator, tokenizer, sources, cfg),
+        lambda: translate_ctranslate2(translator, tokenizer, sources, cfg, limits=limits),
         repeats,
-        lambda: translate_ctranslate2(translator, tokenizer, sources[:WARMUP_SENTENCES], cfg),
+        lambda: translate_ctranslate2(
+            translator, tokenizer, sources[:WARMUP_SENTENCES], cfg, limits=limits
+        ),
     )
     return seconds, pieces_to_nbest(pieces, tokenizer)
 
@@ -250,7 +264,8 @@ def run_bench(
             )
             for beam in (1, args.beam):
                 cfg = replace(base, beam_size=beam)
-                seconds, out = decode_ct2(translator, tokenizer, sources, cfg, args.repeats)
+                limits = read_position_limits(folder)
+                seconds, out = decode_ct2(translator, tokenizer, sources, cfg, args.repeats, limits)
                 runs.append(Run("CTranslate2", quantization, beam, seconds, out))
             del translator  # its threads go before the next folder's translator starts
     rows, signatures = make_rows(runs, tokenizer, refs, lang)

@@ -5,12 +5,13 @@
     rpr-nmt-export runs/train/big -o exported/big     # a run folder: its checkpoints, averaged
 
 The folder holds the CTranslate2 model, the checkpoint's BPE model as sentencepiece.model, and
-rpr_nmt_export.json (checkpoint, step, weights, model and decode settings). Every position
-method exports, in both stacks or in one (the sinusoid, a learned table, Shaw's tables, RoPE, T5's
-bias, none), and ALiBi in the decoder only; models CTranslate2 cannot represent exactly (ALiBi in
-the encoder; one relative table per head; T5 tables per layer; an absolute method together with
-a relative one) are refused with one line naming the setting. Errors exit with status 2. See
-docs/deployment.md for translating with the folder and the options that reproduce our decoding.
+rpr_nmt_export.json (checkpoint, step, weights, model and decode settings, the rows of learned
+position tables). Every position method exports, in both stacks or in one (the sinusoid, a
+learned table, Shaw's tables, RoPE, T5's bias, none), and ALiBi in the decoder only; models
+CTranslate2 cannot represent exactly (ALiBi in the encoder; one relative table per head; T5
+tables per layer; an absolute method together with a relative one) are refused with one line
+naming the setting. Errors exit with status 2. See docs/deployment.md for translating with the
+folder and the options that reproduce our decoding.
 """
 
 from __future__ import annotations

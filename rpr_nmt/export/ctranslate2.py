@@ -44,6 +44,8 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.data import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from rpr_nmt.decode.constraints import position_limits
+from rpr_nmt.export.decoding import PositionLimits
 from rpr_nmt.export.positions import (
     position_refusal,
     set_stack_positions,
@@ -60,6 +62,7 @@ __all__ = [
     "build_spec",
     "check_exportable",
     "export_ctranslate2",
+    "read_position_limits",
 ]
 
 CTRANSLATE2_VERSION = "4.8.5"  # the version this mapping was written against and tested with
@@ -76,6 +79,7 @@ QUANTIZATIONS = (
 )
 SENTENCEPIECE_FILE = "sentencepiece.model"
 EXPORT_INFO_FILE = "rpr_nmt_export.json"
+LIMITS_KEY = "position_limits"  # in EXPORT_INFO_FILE: {"encoder": rows or null, "decoder": ...}
 # What an export folder holds: CTranslate2's model, config and vocabularies, and ours.
 EXPORT_FILES = frozenset(
     {
@@ -229,7 +233,8 @@ def export_ctranslate2(
         quantization: weight type, one of QUANTIZATIONS; None keeps float32.
         max_positions: rows of the absolute table (sinusoid-only models).
         force: replace an existing output_dir that holds a previous export (check_output_dir).
-        info: provenance written to output_dir/rpr_nmt_export.json (checkpoint, step, ...).
+        info: provenance written to output_dir/rpr_nmt_export.json (checkpoint, step, ...),
+            beside the rows of the learned position tables (read_position_limits).
 
     Returns:
         output_dir.
@@ -260,9 +265,30 @@ def export_ctranslate2(
 
     _SpecConverter().convert(str(output_dir), quantization=quantization, force=force)
     (output_dir / SENTENCEPIECE_FILE).write_bytes(tokenizer.proto)
-    record = {**(info or {}), "quantization": quantization or "float32"}
+    limits = PositionLimits(*position_limits(model))  # learned tables: caps and refusals, as ours
+    record = {
+        **(info or {}),
+        "quantization": quantization or "float32",
+        LIMITS_KEY: limits._asdict(),
+    }
     (output_dir / EXPORT_INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return output_dir
+
+
+def read_position_limits(model_dir: str | Path) -> PositionLimits:
+    """The rows of an exported model's learned position tables (None where a stack has none),
+    for translate_ctranslate2 and max_decoding_length: CTranslate2 fails past a table's last row.
+
+    Raises:
+        ExportError: the folder has no record of them (exported before rpr-nmt wrote them).
+    """
+    path = Path(model_dir) / EXPORT_INFO_FILE
+    limits = json.loads(path.read_text()).get(LIMITS_KEY)
+    if limits is None:
+        raise ExportError(
+            f"{path} has no {LIMITS_KEY}: export the checkpoint again with rpr-nmt-export"
+        )
+    return PositionLimits(encoder=limits["encoder"], decoder=limits["decoder"])
 
 
 def _relative_tables(model: Transformer) -> list[tuple[str, Tensor]]:

@@ -1,14 +1,18 @@
 """Our decoding rules as CTranslate2 translate_batch options, and a translate that applies them.
 
 Legend: S source length in tokens, EOS included (rpr_nmt/decode/constraints.py), t tokens
-generated so far.
+generated so far, N rows of a learned position table (rpr_nmt_export.json: position_limits).
 
     ours (rpr_nmt.decode)                          CTranslate2 translate_batch
     source = BPE ids + EOS                         add_source_eos in the exported config
     no source truncation                           max_input_length=0 (default 1024 truncates)
     at most floor(a * S + b) tokens, EOS excluded  max_decoding_length=floor(a * S + b): the
       (at least min_len), then EOS                   last step takes the arg-max and stops
-    EOS not before min_len tokens                  min_decoding_length=min_len
+    learned decoder table: at most N - 1 tokens,   max_decoding_length at most N - 1 (else
+      which wins over min_len                        "No position encodings ... >= N")
+    EOS not before min_len tokens                  min_decoding_length=min_len, at most the cap
+                                                     (CTranslate2 refuses min above max)
+    source over a learned encoder table refused    checked here first (PositionLimitError)
     BOS and PAD never generated                    suppress_sequences=[[PAD piece], [BOS piece]]
     beam 1 = greedy                                beam_size=1 (CTranslate2's default is 2)
     alpha: lp(Y) = ((5 + |Y|) / 6)^alpha           length_penalty=alpha: score / |Y|^alpha
@@ -23,23 +27,54 @@ criteria, so beam outputs may differ; greedy search has no length penalty in the
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import torch
 
 from rpr_nmt.config import DecodeConfig
-from rpr_nmt.data import BOS_ID, PAD_ID, Tokenizer
+from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from rpr_nmt.decode.constraints import check_sources_fit, max_output_lengths
 
-__all__ = ["max_decoding_length", "translate_ctranslate2", "translate_options"]
+__all__ = [
+    "NO_LIMITS",
+    "PositionLimits",
+    "max_decoding_length",
+    "translate_ctranslate2",
+    "translate_options",
+]
+
+# The start of CTranslate2's error past a position table (PositionEncoder, src/layers/common.cc).
+CT2_POSITION_ERROR = "No position encodings are defined"
 
 
-def max_decoding_length(source_tokens: int, cfg: DecodeConfig) -> int:
-    """Our output cap floor(a * S + b), at least min_len, for a source of S tokens (EOS included).
+class PositionLimits(NamedTuple):
+    """Rows of the learned position tables (rpr_nmt.decode.constraints.position_limits); None
+    where a stack has none. Read an exported folder's with rpr_nmt.export.read_position_limits."""
 
-    The same arithmetic as rpr_nmt.decode.constraints.max_output_lengths (float64, floor).
+    encoder: int | None  # a source (ids + EOS) of more positions is refused
+    decoder: int | None  # outputs stop at decoder - 1 tokens: BOS + tokens fill the table
+
+
+NO_LIMITS = PositionLimits(encoder=None, decoder=None)
+
+
+def max_decoding_length(
+    source_tokens: int, cfg: DecodeConfig, decoder_rows: int | None = None
+) -> int:
+    """Our output cap for a source of S tokens (EOS included): floor(a * S + b), at least min_len,
+    and with a learned decoder table of decoder_rows rows at most decoder_rows - 1.
+
+    rpr_nmt.decode.constraints.max_output_lengths itself, on one source of S tokens, so that the
+    cap is the one our beam and greedy search apply.
     """
-    return max(math.floor(cfg.max_len_a * source_tokens + cfg.max_len_b), cfg.min_len, 0)
+    src = torch.full((1, source_tokens), EOS_ID)  # (1, S): S tokens, none of them PAD
+    cap = max_output_lengths(
+        src, max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, min_len=cfg.min_len,
+        pad_id=PAD_ID, max_positions=decoder_rows,
+    )  # fmt: skip
+    return int(cap)
 
 
 def translate_options(cfg: DecodeConfig, tokenizer: Tokenizer, max_length: int) -> dict[str, Any]:
@@ -48,7 +83,9 @@ def translate_options(cfg: DecodeConfig, tokenizer: Tokenizer, max_length: int) 
     Args:
         cfg: beam size, length penalty, minimum length and n-best.
         tokenizer: the model's BPE model (the PAD and BOS pieces).
-        max_length: the output cap of the sentences in this call (max_decoding_length).
+        max_length: the output cap of the sentences in this call: max_decoding_length, given
+            the decoder's rows when the model has a learned decoder table (CTranslate2 fails
+            past the table's last row).
 
     Returns:
         The options; pass them with the tokenized sources.
@@ -59,7 +96,8 @@ def translate_options(cfg: DecodeConfig, tokenizer: Tokenizer, max_length: int) 
         length_penalty=cfg.length_penalty,
         max_input_length=0,
         max_decoding_length=max_length,
-        min_decoding_length=cfg.min_len,
+        # A table's cap wins over min_len, as ours; CTranslate2 refuses a minimum above the cap.
+        min_decoding_length=min(cfg.min_len, max_length),
         suppress_sequences=[[tokenizer.id_to_piece(PAD_ID)], [tokenizer.id_to_piece(BOS_ID)]],
         return_scores=True,
     )
@@ -70,6 +108,8 @@ def translate_ctranslate2(
     tokenizer: Tokenizer,
     sentences: Sequence[str],
     cfg: DecodeConfig,
+    *,
+    limits: PositionLimits | None = None,
 ) -> list[list[list[str]]]:
     """Translate raw sentences with an exported model under our decoding rules.
 
@@ -82,14 +122,23 @@ def translate_ctranslate2(
         tokenizer: the folder's sentencepiece model, as our Tokenizer.
         sentences: raw source sentences.
         cfg: our decode settings (beam_size 1 reproduces greedy_search exactly).
+        limits: the folder's learned tables (read_position_limits); None = none known.
 
     Returns:
         Per sentence, its n-best hypotheses as sentencepiece pieces (no BOS/EOS), best first.
+
+    Raises:
+        PositionLimitError: a source longer than a learned encoder table, the first such one,
+            named by its line (1-based) before any sentence is decoded, as rpr_nmt.decode.translate.
+        RuntimeError: CTranslate2 ran past a position table: without limits, saying to pass them.
     """
+    known = NO_LIMITS if limits is None else limits
     pieces = [[tokenizer.id_to_piece(i) for i in tokenizer.encode(s)] for s in sentences]
+    positions = [len(source) + 1 for source in pieces]  # + 1: the source EOS
+    check_sources_fit(positions, known.encoder, lines=range(1, len(sentences) + 1))
     by_cap: dict[int, list[int]] = defaultdict(list)
-    for i, source in enumerate(pieces):
-        by_cap[max_decoding_length(len(source) + 1, cfg)].append(i)  # + 1: the source EOS
+    for i, n in enumerate(positions):
+        by_cap[max_decoding_length(n, cfg, known.decoder)].append(i)
     results: list[list[list[str]]] = [[] for _ in sentences]
     pending = []  # (sentence index, its asynchronous result)
     for cap, indices in sorted(by_cap.items()):
@@ -105,6 +154,15 @@ def translate_ctranslate2(
             **translate_options(cfg, tokenizer, cap),
         )
         pending.extend(zip(indices, outputs))
-    for i, output in pending:
-        results[i] = [list(h) for h in output.result().hypotheses]
+    try:
+        for i, output in pending:
+            results[i] = [list(h) for h in output.result().hypotheses]
+    except RuntimeError as e:
+        if limits is not None or CT2_POSITION_ERROR not in str(e):
+            raise
+        raise RuntimeError(
+            f"CTranslate2: {e}. A model with a learned position table stops and refuses as "
+            "rpr-nmt-translate only when told its rows: pass "
+            "limits=rpr_nmt.export.read_position_limits(MODEL_DIR)"
+        ) from e
     return results

@@ -3,6 +3,7 @@ model and checkpoint: enough for outputs of varying length that end with EOS."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,3 +96,20 @@ def tiny_checkpoint(tmp_path_factory, tiny_bpe) -> Path:
 def tiny_config(**overrides) -> ModelConfig:
     """TINY with some fields changed."""
     return replace(TINY, **overrides)
+
+
+def readme_translations(folder: Path, text: list[str]) -> list[str]:
+    """The lines of docs/deployment.md, greedy: the exported folder alone, no rpr_nmt."""
+    import ctranslate2
+    import sentencepiece as spm
+
+    translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=1)
+    sp = spm.SentencePieceProcessor(model_file=str(folder / "sentencepiece.model"))
+    with open(folder / "rpr_nmt_export.json") as f:
+        rows = json.load(f)["position_limits"]["decoder"]  # a learned decoder table's rows, or None
+    results = translator.translate_batch(
+        sp.encode(text, out_type=str), beam_size=1, max_input_length=0,
+        max_decoding_length=256 if rows is None else min(256, rows - 1),
+        suppress_sequences=[["<pad>"], ["<s>"]],
+    )  # fmt: skip
+    return [sp.decode(r.hypotheses[0]) for r in results]

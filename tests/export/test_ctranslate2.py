@@ -27,7 +27,7 @@ from rpr_nmt.export import (
 )
 from rpr_nmt.model import build_model
 
-from .conftest import corpus, padded, tiny_config, train_tiny
+from .conftest import corpus, padded, readme_translations, tiny_config, train_tiny
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 spm = pytest.importorskip("sentencepiece")
@@ -73,6 +73,7 @@ def test_the_folder_holds_model_vocabulary_and_sentencepiece(exported, ours):
     assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"
     info = json.loads((exported / "rpr_nmt_export.json").read_text())
     assert info["step"] == 120 and info["weights"] == "raw" and info["quantization"] == "float32"
+    assert info["position_limits"] == {"encoder": None, "decoder": None}  # no learned table
 
 
 @pytest.mark.parametrize(
@@ -126,15 +127,8 @@ def test_an_empty_line_is_left_empty_by_both(exported, ours):
 
 def test_readme_lines_translate_text(exported, ours):
     model, tok = ours
-    # The few lines of docs/deployment.md: the folder alone, no rpr_nmt.
-    translator_ = ctranslate2.Translator(str(exported), intra_threads=1)
-    sp = spm.SentencePieceProcessor(model_file=str(exported / "sentencepiece.model"))
     text = ["a man rides a red bike.", "the dog sits on the street."]
-    results = translator_.translate_batch(
-        sp.encode(text, out_type=str), beam_size=1, max_input_length=0,
-        suppress_sequences=[["<pad>"], ["<s>"]],
-    )  # fmt: skip
-    translations = [sp.decode(r.hypotheses[0]) for r in results]
+    translations = readme_translations(exported, text)  # docs/deployment.md's lines
     assert all(isinstance(t, str) and t for t in translations)
     cfg = DecodeConfig(beam_size=1, max_len_a=0.0, max_len_b=256, streams=1)  # CT2's default cap
     assert translations == [tok.decode(h[0].tokens) for h in translate(model, tok, text, cfg)]
