@@ -119,6 +119,18 @@ def check_model_settings(cfg: ModelConfig) -> None:
         raise SettingsError(problem)
 
 
+def check_job_settings(config: TrainJobConfig) -> None:
+    """Every check of a job's settings that needs neither its data nor its device: what a sweep
+    checks for each of its jobs before any trains (rpr_nmt.cli.sweep_settings).
+
+    Raises:
+        SettingsError: the first setting refused, named in one line.
+    """
+    check_settings(config.train)
+    check_model_settings(config.model)
+    check_longest_pair_fits(config)
+
+
 def check_learned_table_fits(
     model: ModelConfig, data: DataConfig, splits: Mapping[str, EncodedCorpus]
 ) -> None:

@@ -44,9 +44,7 @@ from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
     build_optimizer,
-    check_longest_pair_fits,
-    check_model_settings,
-    check_settings,
+    check_job_settings,
     decode_settings,
     load_training_data,
     resumed_precision,
@@ -134,9 +132,7 @@ class Trainer:
         from rpr_nmt.model import build_model
 
         cfg, ctx = self.cfg, self.ctx
-        check_settings(cfg)
-        check_model_settings(self.config.model)
-        check_longest_pair_fits(self.config)
+        check_job_settings(self.config)
         check_compiler(cfg.compile, ctx.device)
         self.requested_precision = cfg.precision
         cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record

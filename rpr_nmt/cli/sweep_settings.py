@@ -1,0 +1,87 @@
+"""A sweep's settings, every job's, checked before any job trains.
+
+Each run checks its own settings before it prepares data (rpr_nmt.train.setup.check_job_settings),
+but in a sweep that check comes job by job: `positions=absolute,none model.positions_in=encoder`
+trained the sinusoid, then stopped the sweep at `none` (one stack of no method), and in the other
+order stopped it before the sinusoid trained, leaving a run folder behind. The callback below
+(configs/hydra/train.yaml, `hydra.callbacks`) composes each job's config in the launching process
+as the basic sweeper lists the jobs, and refuses the sweep in one line naming the job and the
+setting, before anything trains or any folder is made.
+
+Only what a job's config alone decides is checked here (no data, no device). A job whose config
+does not compose here (another sweeper's grammar, a value only the job's own process resolves) is
+left to report itself when it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]]:
+    """Each job's overrides as the basic sweeper launches them: the experiment's
+    hydra.sweeper.params first, then the command line, every sweep expanded; [] when the overrides
+    are another sweeper's grammar."""
+    params = config.hydra.sweeper.get("params") or {}
+    lines = [f"{key}={value}" for key, value in params.items()]
+    lines += list(config.hydra.overrides.task)
+    try:
+        overrides = OverridesParser.create().parse_overrides(lines)
+        (jobs,) = BasicSweeper.split_arguments(overrides, max_batch_size=None)
+    except HydraException:
+        return []
+    return jobs
+
+
+def job_problem(overrides: list[str]) -> str | None:
+    """What check_job_settings refuses in the job these overrides compose, in one line; None when
+    nothing, or when the config does not compose outside the job (left to the job)."""
+    from rpr_nmt.train.errors import SettingsError
+    from rpr_nmt.train.setup import check_job_settings
+
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside rpr-nmt-train: its config search path
+            cfg = compose("train", overrides=overrides)
+        else:
+            with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+                cfg = compose("train", overrides=overrides)
+        config = to_job_config(cfg)
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError):
+        return None
+    try:
+        check_job_settings(config)
+    except SettingsError as e:
+        return str(e)
+    return None
+
+
+class RefuseInvalidSweep(Callback):
+    """on_multirun_start: exit with status 2 and one line naming the first job whose settings a
+    run would refuse, before any job starts."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        jobs = sweep_jobs(config)
+        values = [dict(o.split("=", 1) for o in overrides if "=" in o) for overrides in jobs]
+        swept = [key for key in values[0] if len({v.get(key) for v in values}) > 1] if jobs else []
+        for number, overrides in enumerate(jobs):
+            problem = job_problem(overrides)
+            if problem:
+                varied = " ".join(f"{key}={values[number][key]}" for key in swept)
+                print(
+                    f"rpr-nmt-train: error: job {number} of the sweep ({varied}): {problem}; "
+                    "nothing trained: leave that value out of the sweep",
+                    file=sys.stderr,
+                )
+                sys.exit(2)

@@ -1,0 +1,62 @@
+"""A sweep whose jobs a run would refuse is refused whole, before any job trains (probe F7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpr_nmt.cli.sweep_settings import RefuseInvalidSweep, job_problem, sweep_jobs
+from tests.cli.test_run_folder import multirun_config
+from tests.train.conftest import run_train, tiny_overrides
+
+
+def test_the_jobs_are_listed_as_the_basic_sweeper_launches_them():
+    config = multirun_config(["positions=absolute,none", "train.seed=1,2"])
+    assert sweep_jobs(config) == [
+        ["positions=absolute", "train.seed=1"],
+        ["positions=absolute", "train.seed=2"],
+        ["positions=none", "train.seed=1"],
+        ["positions=none", "train.seed=2"],
+    ]
+    # An experiment's own sweep (hydra.sweeper.params) comes first, as the sweeper reads it.
+    command_line = ["experiment=where_positions", "train.seed=1,2"]
+    config = multirun_config(command_line, ("experiment=where_positions",))
+    jobs = sweep_jobs(config)
+    assert len(jobs) == 3 * 2 * 2
+    assert jobs[0][:2] == ["positions=absolute", "model.positions_in=encoder"]
+
+
+@pytest.mark.parametrize("order", ["absolute,none", "none,absolute"])
+def test_a_job_a_run_would_refuse_refuses_the_sweep(order, capsys):
+    # Probe F7: in the order absolute,none the sinusoid trained and the sweep then died at none;
+    # in the other order it died first, leaving a run folder, and the sinusoid never trained.
+    config = multirun_config([f"positions={order}", "model.positions_in=encoder"])
+    with pytest.raises(SystemExit) as refused:
+        RefuseInvalidSweep().on_multirun_start(config)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    number = order.split(",").index("none")
+    assert err.startswith(f"rpr-nmt-train: error: job {number} of the sweep (positions=none): ")
+    assert "model.positions_in=encoder places no position method" in err
+    assert err.endswith("nothing trained: leave that value out of the sweep\n")
+
+
+def test_sweeps_of_valid_settings_pass(capsys):
+    for command_line, composed in [
+        (["experiment=where_positions", "train.seed=1,2,3"], ("experiment=where_positions",)),
+        (["positions=absolute,none,rope", "train.seed=1,2"], ()),
+    ]:
+        RefuseInvalidSweep().on_multirun_start(multirun_config(command_line, composed))
+    assert capsys.readouterr().err == ""
+    assert job_problem(["train.lr=nan"]) == "train.lr=nan must be a finite number"
+
+
+def test_the_refusal_comes_before_any_folder_is_made(tmp_path):
+    sweep, cache = tmp_path / "sweep", tmp_path / "cache"
+    args = [o for o in tiny_overrides(tmp_path, cache, tmp_path / "unused") if "hydra." not in o]
+    command = ["-m", *args, "positions=none,absolute", "model.positions_in=decoder"]
+    done = run_train([*command, f"hydra.sweep.dir={sweep}"], timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("rpr-nmt-train: error: job 0 of the sweep (positions=none): ")
+    assert "Traceback" not in done.stderr
+    assert not sweep.exists() and not cache.exists()
