@@ -42,7 +42,7 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rpr_nmt.checkpoint.run_lock import run_folder_in_use
+from rpr_nmt.checkpoint.run_lock import LOCK_FILE, run_folder_in_use
 from rpr_nmt.config import host_chosen
 
 
@@ -220,6 +220,31 @@ def restore_run_record(record: RunRecord) -> None:
             _write(record.folder / name, data)
     if not any(record.folder.iterdir()):
         record.folder.rmdir()
+    _remove_if_nothing_in(record.folder.parent)
+
+
+JOB_LOG = "train.log"  # Hydra's file handler: <hydra.job.name>.log in the run folder
+
+
+def _remove_if_nothing_in(run_dir: Path) -> None:
+    """Remove a run folder that holds nothing but what a refused command left there (the
+    trainer's lock, released, and an empty job log): a refused new run leaves no folder behind,
+    which a report would take for an unfinished run."""
+    try:
+        found = {p.name: p for p in run_dir.iterdir()}
+        log = found.get(JOB_LOG)
+        if set(found) - {LOCK_FILE, JOB_LOG} or (log is not None and log.stat().st_size):
+            return
+    except OSError:
+        return
+    if run_folder_in_use(run_dir):  # another trainer holds it
+        return
+    for path in found.values():
+        path.unlink(missing_ok=True)
+    try:
+        run_dir.rmdir()
+    except OSError:  # something arrived meanwhile: leave it
+        pass
 
 
 # Keys that place a run instead of naming it: varying them sends the runs to other folders (an

@@ -141,3 +141,4 @@ def test_a_refused_rerun_leaves_the_runs_record_as_it_was(corpus, cache_dir, tmp
     bad = ("positions=rope", "model.rope_dims=3")
     done = run_train(tiny_overrides(corpus, cache_dir, fresh, *bad))
     assert done.returncode == 2 and not (fresh / ".hydra").exists()
+    assert not fresh.exists()  # nor a folder of its lock and an empty log (probe F7)
