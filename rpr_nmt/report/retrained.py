@@ -131,6 +131,8 @@ def judge_retraining(
     for name, runs in folders.items():
         if not runs:
             where = retrained_dir if name == "retrained" else published_dir
+            if not Path(where).is_dir():
+                raise ValueError(f"{where} is not a folder: give the {name} runs' folder")
             raise ValueError(f"{where} holds no finished runs (no train_summary.json under it)")
         check_same_arithmetic(runs)
     text = corpus or CorpusText()

@@ -180,3 +180,18 @@ def test_a_retrained_run_present_twice_is_refused(folders, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "are one setting with the same train.seed=1" in err
     assert not (retrained / "retrained.md").exists()
+
+
+def test_a_folder_that_does_not_exist_is_named_as_such(folders, tmp_path, capsys):
+    published, retrained, data = folders
+    write_run(retrained, "absolute", 1, ROUNDED[1], data, arithmetic=2)
+    for new, against, which in [
+        (tmp_path / "nosuch", published, "retrained"),
+        (retrained, tmp_path / "nosuch", "published"),
+    ]:
+        assert main(["--retrained", str(new), "--against", str(against)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"rpr-nmt-report: {tmp_path / 'nosuch'} is not a folder: give the {which} runs' "
+            "folder\n"
+        )
