@@ -70,6 +70,8 @@ def _cell(
     if row is None:
         return "-"
     text = format_stats(seed_stats(values(row)), interval=False)
+    if comparison is not None and comparison.note:  # e.g. no seed in common: said, not left bare
+        return f"{text} (not tested: {comparison.note.replace('the baseline', 'both stacks')})"
     if comparison is None or not comparison.deltas.get(METRIC):
         return text
     delta = statistics.fmean(comparison.deltas[METRIC])

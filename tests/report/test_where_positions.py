@@ -154,15 +154,17 @@ def test_a_complete_sweep_reports_nothing_missing(sweep: Path):
         assert "not what the table tests them against" not in (sweep / name).read_text()
 
 
-def placed_only(root: Path, dropped: tuple[str, ...]) -> Path:
+def placed_only(root: Path, dropped: tuple[str, ...], runs: tuple[str, ...] = ()) -> Path:
     """The fixture's sweep laid out afresh in `root`, without the study's rows named in
-    `dropped` (positions=<name>, both seeds), reported."""
+    `dropped` (positions=<name>, both seeds) and the run folders named in `runs`, reported."""
     sweep = root / "where_positions_tiny"
     write_study(sweep, write_corpus(root))
     write_placements(sweep)
     for name in ("learned", "alibi", "t5", *dropped):
         for seed in (1, 2):
             shutil.rmtree(sweep / f"positions={name},train.seed={seed}")
+    for run in runs:
+        shutil.rmtree(sweep / run)
     assert main(["--samples", "100", str(sweep)]) == 0
     return sweep
 
@@ -189,3 +191,14 @@ def test_a_method_without_its_both_stack_row_is_named_under_the_table(tmp_path: 
     assert [line.split(" | ")[0][2:] for line in table[1:]] == ["sinusoid", "Shaw k = 16"]
     assert "tests them against: RoPE in both stacks. Train them" in section
     assert "(the sweep's command with model.positions_in=both)" in section
+
+
+def test_a_placement_without_a_seed_in_common_says_so(tmp_path: Path):
+    # Probe F10: RoPE in both stacks with seed 1 only and in the encoder only with seed 2 only:
+    # the cell showed a bare score, and the seed-pair table left the row out without a word.
+    runs = ("positions=rope,train.seed=2", "model.positions_in=encoder,positions=rope,train.seed=1")
+    sweep = placed_only(tmp_path, (), runs)
+    section = (sweep / "report.md").read_text().split("## Which stack needs word order")[1]
+    rope = next(line for line in tables(section)[0] if line.startswith("| RoPE |"))
+    encoder = rope.strip("| ").split(" | ")[2]
+    assert encoder.endswith("(not tested: no seed in common with both stacks)")
