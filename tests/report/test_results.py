@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
@@ -71,11 +70,9 @@ def published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     sweep = tmp_path / "runs" / "sweeps" / "demo"
     for k, seed, bleu in [(16, 1, 40.0), (16, 2, 42.0), (0, 1, 20.0), (0, 2, 20.0)]:
         write_run(sweep, k, seed, bpe, bleu)
+    write_run(sweep, 4, 1, bpe, 30.0)
     unfinished = sweep / "model.max_relative_position=4,train.seed=1"
-    shutil.copytree(sweep / "model.max_relative_position=16,train.seed=1", unfinished)
     (unfinished / "hyp_test.txt").unlink()  # stopped before its evaluation
-    overrides = ["model.max_relative_position=4", "train.seed=1"]
-    (unfinished / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     return sweep, data_root, Tokenizer.from_proto(bpe)
 
 
@@ -159,7 +156,7 @@ def test_an_unknown_baseline_names_the_settings(published, capsys):
     assert main(["--baseline", "model.max_relative_position=3", str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "'model.max_relative_position=3' is not a setting" in err
-    assert "settings: 'none', 'Shaw k = 16'" in err  # as the tables name them
+    assert "settings: 'none', 'Shaw k = 4', 'Shaw k = 16'" in err  # as the tables name them
 
 
 def test_the_baseline_is_named_as_the_table_names_it_or_by_its_keys(published):
