@@ -253,6 +253,13 @@ _PLACING_KEYS = ("experiment",)
 _PLACING_PREFIX = "hydra."
 
 
+def sweep_override_lines(config: DictConfig) -> list[str]:
+    """A multirun's overrides as the basic sweeper reads them: the experiment's
+    hydra.sweeper.params first, then the command line (the last of a key counts)."""
+    params = config.hydra.sweeper.get("params") or {}
+    return [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
+
+
 def collapsing_sweep_overrides(config: DictConfig) -> list[str]:
     """The sweep overrides (`key=a,b`, range(...), choice(...)) of a multirun config whose key is
     left out of the run-folder name, as written: every value of one would train in one folder.
@@ -267,11 +274,8 @@ def collapsing_sweep_overrides(config: DictConfig) -> list[str]:
         return []
     name = config.hydra.job.config.override_dirname
     excluded = set(name.exclude_keys)
-    params = config.hydra.sweeper.get("params") or {}
-    lines = [f"{key}={value}" for key, value in params.items()]
-    lines += list(config.hydra.overrides.task)
     try:
-        overrides = OverridesParser.create().parse_overrides(lines)
+        overrides = OverridesParser.create().parse_overrides(sweep_override_lines(config))
     except HydraException:  # another sweeper's grammar: left to that sweeper
         return []
     last = {o.key_or_group: o for o in overrides}

@@ -28,17 +28,15 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.cli.run_folder import sweep_override_lines
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """Each job's overrides as the basic sweeper launches them: the experiment's
     hydra.sweeper.params first, then the command line, every sweep expanded; [] when the overrides
     are another sweeper's grammar."""
-    params = config.hydra.sweeper.get("params") or {}
-    lines = [f"{key}={value}" for key, value in params.items()]
-    lines += list(config.hydra.overrides.task)
     try:
-        overrides = OverridesParser.create().parse_overrides(lines)
+        overrides = OverridesParser.create().parse_overrides(sweep_override_lines(config))
         (jobs,) = BasicSweeper.split_arguments(overrides, max_batch_size=None)
     except HydraException:
         return []
