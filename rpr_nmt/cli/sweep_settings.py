@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # its own job expansion
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
