@@ -136,9 +136,10 @@ def translate_ctranslate2(
     pieces = [[tokenizer.id_to_piece(i) for i in tokenizer.encode(s)] for s in sentences]
     positions = [len(source) + 1 for source in pieces]  # + 1: the source EOS
     check_sources_fit(positions, known.encoder, lines=range(1, len(sentences) + 1))
+    caps = {n: max_decoding_length(n, cfg, known.decoder) for n in set(positions)}  # once a length
     by_cap: dict[int, list[int]] = defaultdict(list)
     for i, n in enumerate(positions):
-        by_cap[max_decoding_length(n, cfg, known.decoder)].append(i)
+        by_cap[caps[n]].append(i)
     results: list[list[list[str]]] = [[] for _ in sentences]
     pending = []  # (sentence index, its asynchronous result)
     for cap, indices in sorted(by_cap.items()):
