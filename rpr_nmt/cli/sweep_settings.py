@@ -30,6 +30,8 @@ from omegaconf.errors import OmegaConfBaseException
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.cli.run_folder import sweep_override_lines
 
+SEED_KEY = "train.seed"
+
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """Each job's overrides as the basic sweeper launches them: the experiment's
@@ -73,8 +75,12 @@ class RefuseInvalidSweep(Callback):
         jobs = sweep_jobs(config)
         values = [dict(o.split("=", 1) for o in overrides if "=" in o) for overrides in jobs]
         swept = [key for key in values[0] if len({v.get(key) for v in values}) > 1] if jobs else []
+        checked: dict[tuple[str, ...], str | None] = {}  # seeds aside: no check reads the seed
         for number, overrides in enumerate(jobs):
-            problem = job_problem(overrides)
+            key = tuple(o for o in overrides if not o.startswith(f"{SEED_KEY}="))
+            if key not in checked:
+                checked[key] = job_problem(overrides)
+            problem = checked[key]
             if problem:
                 varied = " ".join(f"{key}={values[number][key]}" for key in swept)
                 print(
