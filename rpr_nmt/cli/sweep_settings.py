@@ -77,10 +77,10 @@ class RefuseInvalidSweep(Callback):
         swept = [key for key in values[0] if len({v.get(key) for v in values}) > 1] if jobs else []
         checked: dict[tuple[str, ...], str | None] = {}  # seeds aside: no check reads the seed
         for number, overrides in enumerate(jobs):
-            key = tuple(o for o in overrides if not o.startswith(f"{SEED_KEY}="))
-            if key not in checked:
-                checked[key] = job_problem(overrides)
-            problem = checked[key]
+            setting = tuple(o for o in overrides if not o.startswith(f"{SEED_KEY}="))
+            if setting not in checked:
+                checked[setting] = job_problem(overrides)
+            problem = checked[setting]
             if problem:
                 varied = " ".join(f"{key}={values[number][key]}" for key in swept)
                 print(
