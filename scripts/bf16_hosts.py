@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from rpr_nmt.cli.run_folder import folder_problem  # noqa: E402
 from rpr_nmt.precision import bf16_support  # noqa: E402
 from rpr_nmt.train.provenance import host_record, read_sessions  # noqa: E402
 
@@ -147,14 +148,7 @@ def destination_problem(path: Path) -> str | None:
         return "is a folder; name a file in it, e.g. <host class>.json"
     if path.exists() and not os.access(path, os.W_OK):
         return "is not writable"
-    folder = path.parent
-    while not folder.exists():  # the missing folders are made when the file is written
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"cannot write in {folder}"
-    return None
+    return folder_problem(path.parent) or None  # its folder, made when the file is written
 
 
 def compared(command: str) -> list[str]:
