@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -46,17 +46,25 @@ class PositionLimitError(ValueError):
         )
 
 
-def position_limits(model: Any) -> tuple[int | None, int | None]:
+class PositionLimits(NamedTuple):
+    """Rows of the learned position tables of the encoder and the decoder; None where a stack has
+    none. An exported model records them (rpr_nmt.export.read_position_limits)."""
+
+    encoder: int | None  # a source (ids + EOS) of more positions is refused
+    decoder: int | None  # outputs stop at decoder - 1 tokens: BOS + tokens fill the table
+
+
+def position_limits(model: Any) -> PositionLimits:
     """Rows of the learned position tables of the encoder and the decoder; None where a stack
     has none (any other position method reads every position). An ensemble's are its members'
     smallest; a model without `encoder` / `decoder` (a scripted test model) has none."""
     members = getattr(model, "members", None)
     if members is not None:
         limits = [position_limits(member) for member in members]
-        return _smallest(e for e, _ in limits), _smallest(d for _, d in limits)
+        return PositionLimits(_smallest(e for e, _ in limits), _smallest(d for _, d in limits))
     rows = [getattr(getattr(getattr(model, s, None), "embed", None), "max_positions", None)
             for s in STACKS]  # fmt: skip
-    return rows[0], rows[1]
+    return PositionLimits(rows[0], rows[1])
 
 
 def _smallest(rows: Iterable[int | None]) -> int | None:

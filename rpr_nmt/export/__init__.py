@@ -3,12 +3,13 @@
     ctranslate2.py  export to CTranslate2 (check_exportable, build_spec, export_ctranslate2)
     positions.py    each position method onto the spec, and the one-line refusals
     decoding.py     our decoding rules as CTranslate2 translate_batch options, with the caps of
-                    learned position tables (PositionLimits)
+                    learned position tables (PositionLimits, rpr_nmt.decode.constraints)
 
 ctranslate2 is an optional dependency (pip install 'rpr-nmt[export]'): it is imported only when
 a model is exported or translated with it.
 """
 
+from rpr_nmt.decode.constraints import PositionLimits
 from rpr_nmt.export.ctranslate2 import (
     CTRANSLATE2_VERSION,
     QUANTIZATIONS,
@@ -20,7 +21,6 @@ from rpr_nmt.export.ctranslate2 import (
 )
 from rpr_nmt.export.decoding import (
     NO_LIMITS,
-    PositionLimits,
     max_decoding_length,
     translate_ctranslate2,
     translate_options,

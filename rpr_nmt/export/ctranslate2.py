@@ -44,8 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.data import BOS_ID, EOS_ID, UNK_ID, Tokenizer
-from rpr_nmt.decode.constraints import position_limits
-from rpr_nmt.export.decoding import PositionLimits
+from rpr_nmt.decode.constraints import PositionLimits, position_limits
 from rpr_nmt.export.positions import (
     position_refusal,
     set_stack_positions,
@@ -265,7 +264,7 @@ def export_ctranslate2(
 
     _SpecConverter().convert(str(output_dir), quantization=quantization, force=force)
     (output_dir / SENTENCEPIECE_FILE).write_bytes(tokenizer.proto)
-    limits = PositionLimits(*position_limits(model))  # learned tables: caps and refusals, as ours
+    limits = position_limits(model)  # learned tables: caps and refusals, as ours
     record = {
         **(info or {}),
         "quantization": quantization or "float32",

@@ -29,17 +29,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from rpr_nmt.decode.constraints import check_sources_fit, max_output_lengths
+from rpr_nmt.decode.constraints import PositionLimits, check_sources_fit, max_output_lengths
 
 __all__ = [
     "NO_LIMITS",
-    "PositionLimits",
     "max_decoding_length",
     "translate_ctranslate2",
     "translate_options",
@@ -47,14 +46,6 @@ __all__ = [
 
 # The start of CTranslate2's error past a position table (PositionEncoder, src/layers/common.cc).
 CT2_POSITION_ERROR = "No position encodings are defined"
-
-
-class PositionLimits(NamedTuple):
-    """Rows of the learned position tables (rpr_nmt.decode.constraints.position_limits); None
-    where a stack has none. Read an exported folder's with rpr_nmt.export.read_position_limits."""
-
-    encoder: int | None  # a source (ids + EOS) of more positions is refused
-    decoder: int | None  # outputs stop at decoder - 1 tokens: BOS + tokens fill the table
 
 
 NO_LIMITS = PositionLimits(encoder=None, decoder=None)
