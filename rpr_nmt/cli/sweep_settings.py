@@ -30,6 +30,8 @@ from omegaconf.errors import OmegaConfBaseException
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.cli.run_folder import sweep_override_lines
 
+# As rpr_nmt.report.runs.SEED_KEY, not imported from there: the report package would bring
+# matplotlib and sacrebleu into every rpr-nmt-train's start.
 SEED_KEY = "train.seed"
 
 

@@ -107,25 +107,21 @@ def hosts_note(rows: Sequence[Row]) -> str:
     """Under a table of the runs' own tokens/s: what they are, and the hosts that trained each
     row (each session's record, rpr_nmt.train.provenance; "not recorded" before 2026-11-28)."""
     by_host: dict[str, list[str]] = {}
+    bf16_hosts = set()  # the hosts of bf16 sessions (a session's own precision, else its run's)
     for row in rows:
         for run in row.runs:
             for session in run.summary.get("sessions") or [{}]:
                 labels = by_host.setdefault(host_label(session), [])
                 if row.label not in labels:
                     labels.append(row.label)
+                if (session.get("precision") or run.summary.get("precision")) == "bf16":
+                    bf16_hosts.add(host_label(session))
     if list(by_host) == [UNRECORDED]:
         hosts = f"{UNRECORDED} (runs trained before 2026-11-28)"
     elif len(by_host) == 1:
         hosts = f"all on one, {next(iter(by_host))}"
     else:
         hosts = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in by_host.items())
-    bf16_hosts = {  # the hosts of bf16 sessions (a session's own precision, else its run's)
-        host_label(session)
-        for row in rows
-        for run in row.runs
-        for session in run.summary.get("sessions") or [{}]
-        if (session.get("precision") or run.summary.get("precision")) == "bf16"
-    }
     rounding = (
         ' bf16 rounds by the kernels a host runs (docs/performance.md, "Host classes"): runs '
         "from different hosts differ by that rounding too, not only in speed."
