@@ -169,11 +169,37 @@ def test_the_position_studys_rows_train_as_they_did(
     assert now == before  # every loss equal as a float, not approximately
 
 
+@pytest.fixture(scope="module")
+def rope_rounds_by_layout(
+    study_tree: Path, word_order_tree: Path, corpus_root: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> bool:  # fmt: skip
+    """Whether 2a4b32e and c163045 train RoPE in both stacks (bf16) to different losses here.
+
+    From a8b9d42 until RoPE's output was made contiguous again, the rotated queries and keys kept
+    split_heads' (B, T, H, Dh) memory layout: the same values, but AVX2 CPUs round the attention
+    matmuls by the layout they read, so there the two commits part (the hosts that trained the
+    published runs round both layouts alike). This tree trains as 2a4b32e: its rows are checked
+    above on every host.
+    """
+    out = tmp_path_factory.mktemp("rope_layout")
+    study = train_losses(study_tree, ["positions=rope"], corpus_root, out / "study", "bf16")
+    word_order = train_losses(word_order_tree, ["positions=rope"], corpus_root, out / "wo", "bf16")
+    return study != word_order
+
+
 @pytest.mark.parametrize("overrides", ONE_STACK)
 def test_the_word_order_studys_one_stack_runs_train_as_they_did(
-    overrides: list[str], word_order_tree: Path, corpus_root: Path, tmp_path: Path
-) -> None:
+    overrides: list[str], word_order_tree: Path, corpus_root: Path, tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
     """The runs of issue 51 left to train may train from this tree beside those c163045 trained."""
+    if "positions=rope" in overrides and request.getfixturevalue("rope_rounds_by_layout"):
+        pytest.skip(
+            f"{POSITION_STUDY} and {WORD_ORDER} train RoPE to different bits on this host (RoPE's "
+            "output layout, a8b9d42); this tree trains as the former: retrain a one-stack RoPE "
+            "run on a host where they agree"
+        )
     before = train_losses(word_order_tree, overrides, corpus_root, tmp_path / "before", "bf16")
     now = train_losses(REPO, overrides, corpus_root, tmp_path / "now", "bf16")
     assert len(before["train"]) == 50 and len(before["valid"]) == 1

@@ -58,8 +58,12 @@ class Rotation:
             partner = head.unflatten(-1, (P, 2)).flip(-1).flatten(-2)  # (B, H, T, 2P): 2i <-> 2i+1
         else:
             partner = head.roll(P, dims=-1)  # (B, H, T, 2P): i <-> i + P
-        turned = head * c + partner * s  # (B, H, T, 2P)
-        return turned if rest.size(-1) == 0 else torch.cat((turned, rest), dim=-1)
+        turned = head * c + partner * s  # (B, H, T, 2P), laid out as x
+        if rest.size(-1) > 0:
+            return torch.cat((turned, rest), dim=-1)  # contiguous
+        # Contiguous, as the pairwise form's cat gave it: x comes from split_heads laid out as
+        # (B, T, H, Dh), and AVX2 CPUs round the attention matmuls by the layout they read.
+        return turned.contiguous()
 
 
 class Rotary(nn.Module):

@@ -105,17 +105,25 @@ def pairwise_rotation(rotation, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["interleaved", "halves"])
 @pytest.mark.parametrize("dims", [None, 6])
-def test_rotation_per_feature_is_the_pairwise_rotation_bit_for_bit(layout, dims, dtype):
-    """The published RoPE runs trained with the pairwise form: forward and backward equal it."""
+@pytest.mark.parametrize("split_heads", [False, True])
+def test_rotation_per_feature_is_the_pairwise_rotation_bit_for_bit(
+    layout, dims, dtype, split_heads
+):
+    """The published RoPE runs trained with the pairwise form: forward and backward equal it, and
+    so does the output's memory layout, which AVX2 CPUs' matmuls round by, for queries and keys as
+    split_heads gives them ((B, T, H, Dh) in memory, viewed as (B, H, T, Dh))."""
     rotary = Rotary(d_head=D_HEAD, rope_dims=dims, base=10000.0, layout=layout)
     rotation = rotary.rotation(9, 3, torch.device("cpu"))
-    x = torch.randn(2, 3, 9, D_HEAD).to(dtype)
+    x = torch.randn(2, 9, 3, D_HEAD).to(dtype)  # (B, T, H, Dh)
+    x = x if split_heads else x.transpose(1, 2).contiguous()  # (B, H, T, Dh) contiguous
     out_grad = torch.randn(2, 3, 9, D_HEAD).to(dtype)
     results = []
     for rotate in (rotation, lambda t: pairwise_rotation(rotation, t)):
         leaf = x.clone().requires_grad_()
-        y = rotate(leaf)
+        y = rotate(leaf.transpose(1, 2) if split_heads else leaf)
         y.backward(out_grad)
         results.append((y.detach(), leaf.grad))
     assert results[0][0].dtype == dtype
     assert results[0][0].equal(results[1][0]) and results[0][1].equal(results[1][1])
+    assert results[0][0].stride() == results[1][0].stride()
+    assert results[0][1].stride() == results[1][1].stride()
