@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
-from rpr_nmt.cli.sweep_settings import job_problem, sweep_jobs
+from rpr_nmt.cli.sweep_settings import sweep_jobs, sweep_problem
 from rpr_nmt.train.setup import check_job_settings
 from tests.cli.test_run_folder import multirun_config
 
@@ -51,8 +51,7 @@ def test_each_example_composes_into_settings_a_run_accepts(name, command):
     fixed = [o for o in overrides if "," not in o]
     jobs = sweep_jobs(multirun_config(overrides, tuple(fixed)))
     assert jobs
-    for job in jobs:
-        assert job_problem(job) is None, job
+    assert sweep_problem(jobs) is None
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):  # and the command as one run
         config = to_job_config(compose("train", overrides=[o.split(",")[0] for o in overrides]))
     check_job_settings(config)

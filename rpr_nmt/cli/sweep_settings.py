@@ -69,25 +69,32 @@ def job_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def sweep_problem(jobs: list[list[str]]) -> str | None:
+    """The first job whose settings a run would refuse, in one line naming the job by its number
+    and the values the sweep varies; None when every job passes. Each setting is checked once,
+    its seeds aside (no check reads the seed)."""
+    values = [dict(o.split("=", 1) for o in overrides if "=" in o) for overrides in jobs]
+    swept = [key for key in values[0] if len({v.get(key) for v in values}) > 1] if jobs else []
+    checked: dict[tuple[str, ...], str | None] = {}
+    for number, overrides in enumerate(jobs):
+        setting = tuple(o for o in overrides if not o.startswith(f"{SEED_KEY}="))
+        if setting not in checked:
+            checked[setting] = job_problem(overrides)
+        if problem := checked[setting]:
+            varied = " ".join(f"{key}={values[number][key]}" for key in swept)
+            return f"job {number} of the sweep ({varied}): {problem}"
+    return None
+
+
 class RefuseInvalidSweep(Callback):
     """on_multirun_start: exit with status 2 and one line naming the first job whose settings a
     run would refuse, before any job starts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        jobs = sweep_jobs(config)
-        values = [dict(o.split("=", 1) for o in overrides if "=" in o) for overrides in jobs]
-        swept = [key for key in values[0] if len({v.get(key) for v in values}) > 1] if jobs else []
-        checked: dict[tuple[str, ...], str | None] = {}  # seeds aside: no check reads the seed
-        for number, overrides in enumerate(jobs):
-            setting = tuple(o for o in overrides if not o.startswith(f"{SEED_KEY}="))
-            if setting not in checked:
-                checked[setting] = job_problem(overrides)
-            problem = checked[setting]
-            if problem:
-                varied = " ".join(f"{key}={values[number][key]}" for key in swept)
-                print(
-                    f"rpr-nmt-train: error: job {number} of the sweep ({varied}): {problem}; "
-                    "nothing trained: leave that value out of the sweep",
-                    file=sys.stderr,
-                )
-                sys.exit(2)
+        if problem := sweep_problem(sweep_jobs(config)):
+            print(
+                f"rpr-nmt-train: error: {problem}; nothing trained: leave that value out of the "
+                "sweep",
+                file=sys.stderr,
+            )
+            sys.exit(2)
