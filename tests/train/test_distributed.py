@@ -86,34 +86,19 @@ def test_two_gloo_ranks_with_compiled_layers_equal_one_eager_process(tmp_path):
     two_gloo_ranks_against_one_process(tmp_path, scope="layers", rtol=1e-5)
 
 
-def test_torchrun_two_cpu_ranks_train_and_resume(corpus, cache_dir, tmp_path):
-    """The CLI under torchrun with gloo: rank 0 alone writes the run; a rerun resumes it."""
-    run_dir = tmp_path / "run"
-    torchrun = Path(sys.executable).with_name("torchrun")
-    base = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(_free_port())]
-    args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu_sentences=4")
-    env = torchrun_env(tmp_path)
-    for steps in (4, 6):
-        cmd = [*base, "-m", "rpr_nmt.cli.train", *args, f"train.max_steps={steps}"]
-        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((run_dir / "train_summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["steps"] == 6 and summary["session_steps"] == 2
-    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert len(state["rng_per_rank"]) == 2
-
-
 def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
     corpus, cache_dir, tmp_path
 ):
     """SIGTERM to torchrun (two gloo ranks): one checkpoint at the update both ranks agreed on, and
-    the rerun continues to the losses of an uninterrupted run."""
+    the rerun continues to the losses of an uninterrupted run, validating (loss on every rank,
+    BLEU on rank 0) at its last update as the uninterrupted run does."""
     torchrun = Path(sys.executable).with_name("torchrun")
     env = torchrun_env(tmp_path)
 
-    def command(run_dir: Path, steps: int) -> list[str]:
-        args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu=false")
-        args += ["train.evaluate_at_end=false", "train.valid_every=1000", "train.save_every=1000"]
+    def command(run_dir: Path, steps: int, valid_every: int = 1000) -> list[str]:
+        args = tiny_overrides(corpus, cache_dir, run_dir, "train.valid_bleu_sentences=4")
+        args += ["train.evaluate_at_end=false", f"train.valid_every={valid_every}",
+                 "train.save_every=1000"]  # fmt: skip
         port = ["--master_port", str(_free_port())]
         return [str(torchrun), "--nproc_per_node", "2", *port, "-m", "rpr_nmt.cli.train", *args,
                 f"train.max_steps={steps}"]  # fmt: skip
@@ -142,11 +127,17 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
 
     end = stop_step + 3
     for run_dir in (stopped, tmp_path / "straight"):
-        done = subprocess.run(command(run_dir, end), cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(command(run_dir, end, valid_every=end), cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
 
     assert train_curve(stopped) == train_curve(tmp_path / "straight")
+    summary = json.loads((stopped / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == end
+    assert summary["session_steps"] == 3 and summary["stopped_by"] == "max_steps"
+    assert summary["best_valid_bleu"] is not None  # rank 0 decoded, and only it wrote the run
+    state = torch.load(stopped / "checkpoints" / "last.pt", weights_only=True)
+    assert state["step"] == end and len(state["rng_per_rank"]) == 2
 
 
 def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
