@@ -126,10 +126,24 @@ def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_corpus(tmp_path_factory.mktemp("corpus"), n_train=600)
 
 
+_TRAINED: dict[tuple, dict[str, list]] = {}  # (tree, overrides, corpus, precision) -> losses
+
+
 def train_losses(
     tree: Path, overrides: list[str], corpus: Path, out: Path, precision: str = "fp32"
 ) -> dict[str, list]:
-    """50 updates with `tree`'s code (the package imported from its folder): every loss."""
+    """50 updates with `tree`'s code (the package imported from its folder): every loss. Each
+    setting trains once per test process (rope_rounds_by_layout reuses the position study's RoPE
+    run in bf16); `out` holds the run where it trained."""
+    key = (tree, tuple(overrides), corpus, precision)
+    if key not in _TRAINED:
+        _TRAINED[key] = _train(tree, overrides, corpus, out, precision)
+    return _TRAINED[key]
+
+
+def _train(
+    tree: Path, overrides: list[str], corpus: Path, out: Path, precision: str
+) -> dict[str, list]:
     command = [
         sys.executable, "-m", "rpr_nmt.cli.train",
         "data=local", f"data.root={corpus}", f"data.cache_dir={out / 'cache'}",
