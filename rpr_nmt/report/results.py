@@ -15,6 +15,12 @@ copies into results/<sweep>/<run>/, <run> being the run folder's path inside the
 so that the reports (tables, statistics, significance, --by-length) need no checkpoint: only the
 references, read from the corpus under the data root the config names ($RPR_NMT_DATA).
 Checkpoints, corpora, BPE models and logs are never copied.
+
+A folder under results/ holds one run: collecting the same run again (after it trained further)
+replaces its files, and a run that trained something else under the same name (two sweeps whose
+experiments differ in a key the folder name leaves out, such as where_positions and
+where_positions_lengths) is refused before anything is copied, as are runs of another arithmetic
+than those already there (rpr_nmt.report.runs.check_same_arithmetic).
 """
 
 from __future__ import annotations
@@ -23,7 +29,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from rpr_nmt.report.runs import CorpusText, Run, bpe_lengths, find_runs, lengths_file
+from rpr_nmt.report.runs import (
+    CorpusText,
+    Run,
+    bpe_lengths,
+    check_same_arithmetic,
+    find_runs,
+    lengths_file,
+)
 
 # Per-run files copied as they are (glob patterns relative to the run folder).
 ARTEFACTS = (
@@ -33,6 +46,11 @@ ARTEFACTS = (
     "eval_*.json",
     "hyp_*.txt",
 )
+# What a run folder writes besides ARTEFACTS: a collected copy's lengths (run_dir/LENGTHS).
+LENGTHS = "src_lengths_*.txt"
+# Keys that extend or place a run rather than change what it trains (configs/hydra/train.yaml's
+# exclude_keys): a run collected again after more updates is the same run.
+BUDGET_KEYS = frozenset({"train.max_steps", "train.max_time_minutes", "train.device"})
 
 
 def run_name(run: Run, source: Path) -> Path:
@@ -59,6 +77,9 @@ def collect_run(run: Run, target: Path, text: CorpusText) -> list[str]:
             lengths[split] = "".join(f"{n}\n" for n in counts)
         else:
             warnings.append(f"{run.path}: no checkpoints/last.pt, so no source lengths for {split}")
+    for pattern in (*ARTEFACTS, LENGTHS):  # an earlier copy's files: none may outlive it
+        for path in target.glob(pattern):
+            path.unlink()
     for pattern in ARTEFACTS:
         for path in sorted(run.path.glob(pattern)):
             destination = target / path.relative_to(run.path)
@@ -93,14 +114,59 @@ def collect_results(
             f"no finished runs under {source}: expected run folders with train_summary.json "
             "and .hydra/ (the output of `rpr-nmt-train`)"
         )
-    text = CorpusText()
-    collected = []
+    planned: dict[Path, Run] = {}  # target folder -> the run copied there
     for run in runs:
         if not (run.path / f"hyp_{run.test_split}.txt").is_file():
             log(f"skipped {run.path}: no hyp_{run.test_split}.txt (the run did not evaluate)")
             continue
-        target = into / run_name(run, source)
+        planned[into / run_name(run, source)] = run
+    check_targets(planned, into)
+    text = CorpusText()
+    for target, run in planned.items():
         for warning in collect_run(run, target, text):
             log(f"warning: {warning}")
-        collected.append(target)
-    return collected
+    return list(planned)
+
+
+def check_targets(planned: dict[Path, Run], into: Path) -> None:
+    """Refuse, before anything is copied, a collection that would overwrite another run or mix
+    arithmetics in `into`.
+
+    Args:
+        planned: target folder under `into` -> the run to copy there.
+        into: the results folder (it may hold runs collected before).
+
+    Raises:
+        ValueError: a target holds a run that trained something else (the keys that differ are
+            named), or the runs `into` would hold were trained in different arithmetics.
+    """
+    kept = {run.path.resolve(): run for run in find_runs(into)} if into.is_dir() else {}
+    for target, run in planned.items():
+        there = [r for path, r in kept.items() if path.is_relative_to(target.resolve())]
+        for other in there:
+            differ = differing_keys(other, run) if other.path.resolve() == target.resolve() else []
+            if other.path.resolve() != target.resolve() or differ:
+                what = f"differs in {', '.join(differ)}" if differ else "is another run"
+                raise ValueError(
+                    f"{other.path} holds a run collected before that {what} from {run.path}: "
+                    "collecting would overwrite it; collect into another folder (--into DIR)"
+                )
+            del kept[other.path.resolve()]
+    try:
+        check_same_arithmetic([*kept.values(), *planned.values()])
+    except ValueError as e:
+        raise ValueError(f"collecting into {into} would mix arithmetics: {e}") from None
+
+
+def differing_keys(a: Run, b: Run) -> list[str]:
+    """The config keys (dotted) on which two runs trained differently, the budget aside
+    (BUDGET_KEYS): [] when they are one run, collected again after more updates."""
+    flat_a, flat_b = a.flat_config, b.flat_config
+    keys = dict.fromkeys([*flat_a, *flat_b])
+    missing = object()
+    return [
+        key
+        for key in keys
+        if key not in BUDGET_KEYS
+        and repr(flat_a.get(key, missing)) != repr(flat_b.get(key, missing))
+    ]

@@ -187,3 +187,71 @@ def test_a_run_without_its_test_output_fails_the_report_and_writes_nothing(publi
     assert "hyp_test.txt is missing" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
     assert main(["--significance", "none", str(sweep)]) == 0  # the tables alone, as asked
+
+
+def run_files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` by its path inside it."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_collect_refuses_another_run_under_a_collected_runs_name(published, tmp_path, capsys):
+    # Probe 2026-11-29: where_positions and where_positions_lengths name their runs alike (the
+    # cap is the experiment's, not an override): the second collection overwrote the first's
+    # runs without a word, and the report then paired capped rows with uncapped ones.
+    sweep, _, _ = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    before = run_files(results)
+    capped = tmp_path / "runs" / "sweeps" / "capped"
+    shutil.copytree(sweep, capped, symlinks=True)
+    for config in capped.rglob(".hydra/config.yaml"):
+        config.write_text(
+            config.read_text().replace(
+                "max_train_source_tokens: null", "max_train_source_tokens: 15"
+            )
+        )
+    capsys.readouterr()
+    assert main(["--collect", str(capped), "--into", str(results)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # after the unfinished run's "skipped" line
+    assert err.startswith("rpr-nmt-report: ") and "differs in data.max_train_source_tokens" in err
+    assert "collect into another folder" in err
+    assert run_files(results) == before  # nothing copied
+
+
+def test_collecting_a_run_again_replaces_its_files(published, tmp_path):
+    # The same run collected again after more updates replaces its copy; a file the run no longer
+    # has does not outlive it beside the new summary (the probe found a run's summary next to
+    # another's hyp_valid.txt and eval_valid.json).
+    sweep, _, _ = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    run = sweep / "model.max_relative_position=16,train.seed=1"
+    (run / "hyp_valid.txt").unlink()
+    config = run / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("seed: 1", "seed: 1\n  max_steps: 2800"))
+    (run / "train_summary.json").write_text(json.dumps({"test_bleu": 41.0, "test_chrf": 61.0}))
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    copy = results / run.name
+    assert not (copy / "hyp_valid.txt").exists() and not (copy / "src_lengths_valid.txt").exists()
+    assert json.loads((copy / "train_summary.json").read_text())["test_bleu"] == 41.0
+
+
+def test_collect_refuses_runs_of_another_arithmetic(published, tmp_path, capsys):
+    # Probe 2026-11-29: a run of train.arithmetic=2 collected beside arithmetic-1 runs exited 0;
+    # every report of the folder was then refused, and its earlier verdicts stayed behind.
+    sweep, _, _ = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    before = run_files(results)
+    other = tmp_path / "runs" / "sweeps" / "arithmetic2"
+    run = sweep / "model.max_relative_position=16,train.seed=1"
+    shutil.copytree(run, other / "seed3", symlinks=True)
+    summary = json.loads((run / "train_summary.json").read_text())
+    summary["sessions"] = [{"start_step": 0, "precision": "bf16", "arithmetic": 2}]
+    (other / "seed3" / "train_summary.json").write_text(json.dumps(summary))
+    capsys.readouterr()
+    assert main(["--collect", str(other), "--into", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"collecting into {results} would mix arithmetics" in err, err
+    assert "arithmetic 2" in err and "arithmetic 1" in err
+    assert run_files(results) == before
