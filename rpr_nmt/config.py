@@ -64,6 +64,14 @@ class DataConfig:
 
 
 POSITION_STACKS = ("both", "encoder", "decoder")  # ModelConfig.positions_in
+# ModelConfig's fields that choose the position methods and where they act: a position study's
+# settings differ in these alone (rpr_nmt.report.rows.recipe_keys).
+POSITION_FIELDS = (
+    "max_relative_position", "relative_keys", "relative_values", "sinusoidal",
+    "share_relative_across_heads", "share_relative_across_layers", "absolute_positions",
+    "max_positions", "relative_positions", "rope_base", "rope_dims", "rope_layout",
+    "t5_num_buckets", "t5_max_distance", "positions_in",
+)  # fmt: skip
 
 
 @dataclass

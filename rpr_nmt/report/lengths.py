@@ -22,6 +22,7 @@ from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
 from rpr_nmt.report import placement
 from rpr_nmt.report.claims import PAST_CAP_CLAIMS, is_sinusoid
 from rpr_nmt.report.plots import pyplot, spread_points
+from rpr_nmt.report.rows import mixed_recipe_note, recipe_keys
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
 from rpr_nmt.report.significance import (
     DEFAULT_SAMPLES,
@@ -314,7 +315,9 @@ def write_length_report(
     if not rows:
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
     text, results = length_table(rows, bounds, splits, corpus)
-    cap = runs[0].config["data"].get("max_train_source_tokens")
+    caps = {run.config["data"].get("max_train_source_tokens") for run in runs}
+    mixed = recipe_keys(rows) or (["data.max_train_source_tokens"] if len(caps) > 1 else [])
+    cap = None if mixed else caps.pop()  # what is past the cap needs one cap and one recipe
     reference = reference_row(rows)
     sinusoid = [row for row in rows if is_sinusoid(row.model)]
     baseline = sinusoid[0] if sinusoid else reference
@@ -346,6 +349,9 @@ def write_length_report(
         )
         verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, f"BLEU {scope}")
         text += claims_section(verdicts, TESTS[test])
+    elif mixed and test and caps != {None}:
+        what = "tests past the training cap, placement table or claims on unseen lengths"
+        text += "\n## Past the training lengths\n\n" + mixed_recipe_note(mixed, what)
     (Path(sweep_dir) / LENGTH_REPORT_FILE).write_text(text)
     options = {"bounds": bounds, "splits": splits}
     (Path(sweep_dir) / LENGTH_OPTIONS_FILE).write_text(json.dumps(options, indent=1) + "\n")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rpr_nmt.config import POSITION_STACKS, position_methods, position_stacks
+from rpr_nmt.config import POSITION_FIELDS, POSITION_STACKS, position_methods, position_stacks
 from rpr_nmt.report.labels import method_label, setting_labels
 from rpr_nmt.report.runs import SEED_KEY, Run, check_same_arithmetic, setting_keys
 from rpr_nmt.report.stats import SeedStats, seed_stats
@@ -76,6 +76,27 @@ def group_runs(runs: Sequence[Run]) -> list[Row]:
     for row, label in zip(ordered, setting_labels([row.runs[0] for row in ordered])):
         row.label = label
     return ordered
+
+
+def recipe_keys(rows: Sequence[Row]) -> list[str]:
+    """The keys besides the position settings (POSITION_FIELDS) on which the rows' runs differ:
+    the training cap, the data, the schedule, the model's size; [] when they differ in nothing
+    else, or in no position setting (a sweep of the learning rate compares no positions). The
+    claims, the placement table and the past-the-cap tests pick their rows by position settings
+    alone, so they are made only under one recipe: otherwise they would pair a capped run with an
+    uncapped one."""
+    keys = setting_keys([run for row in rows for run in row.runs])
+    recipe = [k for k in keys if not (k.startswith("model.") and k[6:] in POSITION_FIELDS)]
+    return recipe if len(recipe) < len(keys) else []
+
+
+def mixed_recipe_note(keys: Sequence[str], what: str) -> str:
+    """The line a report gives in place of `what` when its runs differ in `keys` (recipe_keys)."""
+    return (
+        f"No {what}: the runs differ in {', '.join(keys)} besides their position settings, and "
+        "these compare position settings under one recipe. Report each recipe's runs in a "
+        "folder of their own (`rpr-nmt-report --collect RUN --into FOLDER`).\n"
+    )
 
 
 def check_distinct_seeds(runs: Sequence[Run]) -> None:

@@ -19,7 +19,14 @@ from pathlib import Path
 from rpr_nmt.report import placement
 from rpr_nmt.report.claims import FULL_TEST_CLAIMS, is_reference
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
-from rpr_nmt.report.rows import LATER_METHODS, Row, group_runs, row_order
+from rpr_nmt.report.rows import (
+    LATER_METHODS,
+    Row,
+    group_runs,
+    mixed_recipe_note,
+    recipe_keys,
+    row_order,
+)
 from rpr_nmt.report.runs import (
     SEED_KEY,
     CorpusText,
@@ -304,10 +311,12 @@ def write_report(
     compared: dict[str, Comparison] = {}
     by_baseline: dict[str, dict[str, Comparison]] = {}
     verdicts = []
+    mixed = recipe_keys(rows)  # claims and placements only under one recipe
     if significance:
         paired = dict(test=significance, n_samples=n_samples, text=corpus or CorpusText())
         compared = compare_rows(rows, base, **paired)
         by_baseline = {base.setting: compared}  # each claim is judged against its own baseline
+    if significance and not mixed:
         needed = comparisons_needed(FULL_TEST_CLAIMS, rows)
         for setting, (both, *placed) in placement.comparisons_needed(rows).items():
             group = needed.setdefault(setting, [both])
@@ -326,8 +335,11 @@ def write_report(
         plot_path.unlink(missing_ok=True)  # drawn by an earlier report of other runs
         plot_path = None
     text += _statistics_section(rows, base, compared, significance, n_samples)
-    text += placement.placement_section(rows, by_baseline)
-    if significance:
+    if mixed:
+        text += "\n## Claims\n\n" + mixed_recipe_note(mixed, "claims and no placement table")
+    else:
+        text += placement.placement_section(rows, by_baseline)
+    if significance and not mixed:
         text += claims_section(verdicts, TESTS[significance])
     save_verdicts(sweep_dir / CLAIMS_FILE, verdicts)
     settings_plot: Path | None = sweep_dir / SETTINGS_PLOT_FILE

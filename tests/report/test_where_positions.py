@@ -202,3 +202,42 @@ def test_a_placement_without_a_seed_in_common_says_so(tmp_path: Path):
     rope = next(line for line in tables(section)[0] if line.startswith("| RoPE |"))
     encoder = rope.strip("| ").split(" | ")[2]
     assert encoder.endswith("(not tested: no seed in common with both stacks)")
+
+
+def test_runs_of_two_recipes_get_no_placement_table_and_no_claims(sweep: Path, tmp_path: Path):
+    # Probe 2026-11-29: where_positions and where_positions_lengths collected into one folder.
+    # The table and the claims pick rows by position settings alone: the sinusoid's both-stack row
+    # was paired with the uncapped runs of its placements, one "none" row served every method, and
+    # --by-length read the cap of whichever run sorted first. Under two recipes the reports now
+    # give the main table with a note naming the key instead, and keep no verdicts.
+    mixed = tmp_path / "mixed"
+    shutil.copytree(sweep, mixed)
+    for run in mixed.glob("model.positions_in=*,positions=absolute,*"):
+        config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+        config["data"]["max_train_source_tokens"] = None  # trained on every length
+        (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["--by-length", "--samples", "100", str(mixed)]) == 0
+    note = "the runs differ in data.max_train_source_tokens besides their position settings"
+    report, lengths = (mixed / "report.md").read_text(), (mixed / "length_report.md").read_text()
+    for text in (report, lengths):
+        assert note in text and "Which stack needs word order" not in text
+        assert "Each claim tests the settings it judges" not in text  # no verdict
+    assert "No claims and no placement table: " in report
+    assert "Past the training lengths\n\nNo tests past the training cap" in lengths
+    assert "| setting | seeds | valid BLEU | test BLEU |" in report  # the main table stays
+    assert not (mixed / "claims.json").exists() and not (mixed / "length_claims.json").exists()
+
+
+def test_the_position_fields_are_the_models():
+    # recipe_keys tells a position setting from the recipe by these names: one that left the
+    # schema, or a position field added without them, would count as a recipe.
+    from dataclasses import fields
+
+    from rpr_nmt.config import POSITION_FIELDS, ModelConfig
+
+    names = [f.name for f in fields(ModelConfig)]
+    assert set(POSITION_FIELDS) <= set(names)
+    assert set(names) - set(POSITION_FIELDS) == {
+        "d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers", "dropout",
+        "attention_dropout", "tie_embeddings", "pre_norm",
+    }  # fmt: skip
