@@ -120,9 +120,10 @@ def judge_retraining(
     """Each retrained setting against its published runs (see the module docstring).
 
     Raises:
-        ValueError: a folder without runs, runs of one folder trained by different code, a
-            retrained setting not published, two runs of a setting with one seed in a folder, or
-            a test that is not sacrebleu's.
+        ValueError: a folder without runs, runs of one folder trained by different code, both
+            folders trained in one arithmetic (nothing changed), a retrained setting not
+            published or without a published seed, two runs of a setting with one seed in a
+            folder, or a test that is not sacrebleu's.
         FileNotFoundError, rpr_nmt.data.DataError: a run's test output or corpus is missing.
     """
     if test not in TESTS:
@@ -135,6 +136,14 @@ def judge_retraining(
                 raise ValueError(f"{where} is not a folder: give the {name} runs' folder")
             raise ValueError(f"{where} holds no finished runs (no train_summary.json under it)")
         check_same_arithmetic(runs)
+    arithmetic = folders["published"][0].arithmetic
+    if folders["retrained"][0].arithmetic == arithmetic:
+        raise ValueError(
+            f"{retrained_dir} trained in arithmetic {'+'.join(map(str, arithmetic))}, as the "
+            f"published runs in {published_dir}: there is no change to judge (fp32 trains "
+            "arithmetic 1 whatever train.arithmetic says); retrain in the precision the "
+            "published runs trained in with the new train.arithmetic"
+        )
     text = corpus or CorpusText()
     pairings = []
     groups = pair_settings(folders["published"], folders["retrained"])
@@ -142,12 +151,32 @@ def judge_retraining(
     for (old, new), label in zip(groups, labels):
         check_distinct_seeds(old)
         check_distinct_seeds(new)
+        check_seeds_in_common(old, new, label)
         base = [read_test_output(r, text) for r in old]
         outputs = {"new": [read_test_output(r, text) for r in new]}
         compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]
         published, retrained = (Row(label, runs[0].model, runs, label) for runs in (old, new))
         pairings.append(Pairing(published, retrained, compared))
     return pairings
+
+
+def check_seeds_in_common(published: Sequence[Run], retrained: Sequence[Run], label: str) -> None:
+    """Refuse a setting whose retrained seeds are none of the published ones: the paired tests,
+    seed against the same seed, would have nothing to test, and the setting no verdict.
+
+    Raises:
+        ValueError: names the setting and both folders' seeds.
+    """
+    old, new = ({r.seed for r in runs} for runs in (published, retrained))
+    if not old & new:
+        listed = {
+            name: ",".join(map(str, sorted(s, key=str))) for name, s in (("old", old), ("new", new))
+        }
+        raise ValueError(
+            f"{label}: retrained with train.seed={listed['new']} ({retrained[0].path.parent}), "
+            f"published with train.seed={listed['old']}: no seed in common to test seed against "
+            f"seed; retrain with train.seed={listed['old']}"
+        )
 
 
 def retraining_table(pairings: Sequence[Pairing]) -> str:

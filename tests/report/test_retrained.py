@@ -195,3 +195,29 @@ def test_a_folder_that_does_not_exist_is_named_as_such(folders, tmp_path, capsys
             f"rpr-nmt-report: {tmp_path / 'nosuch'} is not a folder: give the {which} runs' "
             "folder\n"
         )
+
+
+def test_a_retraining_in_the_published_arithmetic_is_refused(folders, capsys):
+    # Probe 2026-11-29: retrained in fp32 (which records arithmetic 1 whatever train.arithmetic
+    # says) the runs were the published ones again, and the report said "the change may land".
+    published, retrained, data = folders
+    for seed in (1, 2, 3):
+        write_run(retrained, "absolute", seed, PUBLISHED[seed], data, arithmetic=1)
+    assert main(["--retrained", str(retrained), "--against", str(published)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trained in arithmetic 1, as the published runs" in err
+    assert "there is no change to judge" in err
+    assert not (retrained / "retrained.md").exists()
+
+
+def test_a_retraining_without_a_published_seed_is_refused(folders, capsys):
+    # Probe 2026-11-29: retrained with seed 4 alone, nothing could be tested seed against seed, yet
+    # the verdict was "moved beyond rounding: the change does not land" with exit 1.
+    published, retrained, data = folders
+    write_run(retrained, "absolute", 4, ROUNDED[1], data, arithmetic=2)
+    assert main(["--retrained", str(retrained), "--against", str(published)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sinusoid: retrained with train.seed=4" in err
+    assert "published with train.seed=1,2,3: no seed in common" in err
+    assert "retrain with train.seed=1,2,3" in err
+    assert not (retrained / "retrained.md").exists()
