@@ -3,6 +3,7 @@ for translation, checked to be one translation direction."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import torch
 
 from rpr_nmt.checkpoint.run_folder import average_checkpoints
-from rpr_nmt.checkpoint.state import CheckpointError, load_checkpoint
+from rpr_nmt.checkpoint.state import CheckpointError, TrainingState, load_checkpoint
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import Tokenizer
 from rpr_nmt.model import Transformer, build_model
@@ -25,6 +26,13 @@ class InferenceModel:
     tokenizer: Tokenizer
     config: TrainJobConfig
     weights: str
+
+
+def loaded_weights(state: TrainingState, use_ema: bool) -> str:
+    """Which weights state.weights(use_ema) gives, as a record names them: "ema" only when they
+    were asked for and the checkpoint has an average, else "raw". Records say what was loaded,
+    not what was asked, so that evaluate, export and inspect agree about one file."""
+    return "ema" if use_ema and state.ema is not None else "raw"
 
 
 def load_inference_model(
@@ -54,8 +62,7 @@ def load_inference_model(
     )
     model.load_state_dict(state.weights(use_ema))
     model.to(device).eval()
-    weights = "ema" if use_ema and state.ema is not None else "raw"
-    return InferenceModel(model, tokenizer, state.config, weights)
+    return InferenceModel(model, tokenizer, state.config, loaded_weights(state, use_ema))
 
 
 def load_for_inference(
@@ -153,13 +160,33 @@ def load_ensemble_members(
 
 def check_distinct(members: Sequence[Sequence[str | Path]]) -> None:
     """Refuse a member named twice (the same files, however written): an ensemble of a model with
-    itself is that model, and the record would claim more models than it used."""
-    seen: dict[tuple[Path, ...], int] = {}
+    itself is that model, and the record would claim more models than it used.
+
+    Files are compared by identity (device and inode), not by name: a run's last.pt, best.pt and
+    step_*.pt are hard links to one file, which no resolved path tells apart. `members` are the
+    files themselves (a run folder already turned into its checkpoints).
+
+    Raises:
+        CheckpointError: two members with the same files (names both and how each was written).
+    """
+    seen: dict[tuple[object, ...], int] = {}
     for number, paths in enumerate(members, start=1):
-        key = tuple(Path(p).resolve() for p in paths)
+        key = tuple(_file_identity(p) for p in paths)
         if key in seen:
+            first, again = str(members[seen[key] - 1][0]), str(paths[0])
+            named = again if first == again else f"{first} and {again} are one file"
             raise CheckpointError(
-                f"ensemble members {seen[key]} and {number} are the same checkpoint "
-                f"({paths[0]}): name each model once"
+                f"ensemble members {seen[key]} and {number} are the same checkpoint ({named}): "
+                "name each model once"
             )
         seen[key] = number
+
+
+def _file_identity(path: str | Path) -> object:
+    """What is the same for every name of one file: (device, inode); the resolved path for a
+    file that cannot be read (the load names the problem)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return Path(path).resolve()
+    return (stat.st_dev, stat.st_ino)

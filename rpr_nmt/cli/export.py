@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.checkpoint.inference import loaded_weights
 from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
 from rpr_nmt.cli.run_folder import describe_os_error
 from rpr_nmt.data import DataError, Tokenizer
@@ -88,7 +89,7 @@ def load_model(path: str, weights: str) -> tuple[Transformer, Tokenizer, dict]:
         "checkpoint": str(path),
         "step": state.step,
         **({"averaged_from": state.averaged_from} if state.averaged_from else {}),
-        "weights": "ema" if weights == "ema" and state.ema is not None else "raw",
+        "weights": loaded_weights(state, use_ema=weights == "ema"),
         "model": asdict(state.config.model),
         "decode": asdict(state.config.decode),
     }

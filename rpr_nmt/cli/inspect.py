@@ -26,6 +26,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.checkpoint.inference import loaded_weights
 from rpr_nmt.checkpoint.run_folder import load_checkpoint_or_run
 from rpr_nmt.cli.run_folder import describe_os_error
 from rpr_nmt.data import DataError, Tokenizer, read_parallel_text
@@ -118,7 +119,8 @@ def run(args: argparse.Namespace) -> str:
     tokenizer = Tokenizer.from_proto(state.bpe_model)
     cfg = state.config.model
     model = build_model(cfg, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
-    model.load_state_dict(state.weights(use_ema=args.weights == "ema"))
+    use_ema = args.weights == "ema"
+    model.load_state_dict(state.weights(use_ema=use_ema))
     data_cfg = state.config.data
     if args.data_root is not None:
         data_cfg = replace(data_cfg, root=args.data_root)
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> str:
     about = {
         "checkpoint": str(args.checkpoint),
         "step": state.step,
-        "weights": args.weights,
+        "weights": loaded_weights(state, use_ema),  # "raw" for --weights ema without an average
         "split": split,
         "sentences": len(sources),
         **asdict(cfg),

@@ -3,6 +3,7 @@ which weights (EMA or raw) a loaded model holds."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from rpr_nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rpr_nmt.checkpoint.inference import (
+    check_distinct,
     check_one_direction,
     load_ensemble_members,
     load_inference_model,
@@ -50,5 +52,31 @@ def test_a_member_named_twice_is_refused(tiny_run, tmp_path, monkeypatch):  # no
     with pytest.raises(CheckpointError) as error:
         load_ensemble_members([[a], [tiny_run["b"]], [a.name]])
     assert str(error.value) == (
-        "ensemble members 1 and 3 are the same checkpoint (a.pt): name each model once"
+        f"ensemble members 1 and 3 are the same checkpoint ({a} and a.pt are one file): name "
+        "each model once"
     )
+    with pytest.raises(CheckpointError) as error:
+        load_ensemble_members([[a], [a]])
+    assert str(error.value) == (
+        f"ensemble members 1 and 2 are the same checkpoint ({a}): name each model once"
+    )
+
+
+def test_a_member_named_twice_through_a_hard_link_is_refused(tiny_run, tmp_path):  # noqa: F811
+    # Probe: a run's last.pt and step_*.pt are hard links to one file; Path.resolve() told them
+    # apart, so [last.pt,step_0000300.pt] was accepted and recorded as an ensemble of 2 models.
+    step = tmp_path / "step_0000300.pt"
+    step.write_bytes(tiny_run["a"].read_bytes())
+    last = tmp_path / "last.pt"
+    os.link(step, last)
+    with pytest.raises(CheckpointError) as error:
+        load_ensemble_members([[last], [tiny_run["b"]], [step]])
+    assert str(error.value) == (
+        f"ensemble members 1 and 3 are the same checkpoint ({last} and {step} are one file): "
+        "name each model once"
+    )
+    with pytest.raises(CheckpointError, match="members 1 and 2 are the same checkpoint"):
+        check_distinct([[last, tiny_run["b"]], [step, tiny_run["b"]]])  # averages of one set
+    copy = tmp_path / "copy.pt"  # a copy is another file: accepted (equal weights, two models)
+    copy.write_bytes(step.read_bytes())
+    check_distinct([[last], [copy]])

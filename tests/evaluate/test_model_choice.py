@@ -49,6 +49,25 @@ def test_a_member_named_twice_is_refused(tiny_run, tmp_path):  # noqa: F811
     assert not list((tmp_path / "run").glob("eval_*"))
 
 
+def test_a_member_named_twice_through_a_hard_link_or_its_run_folder_is_refused(tiny_run, tmp_path):  # noqa: F811
+    # Probe: a run's last.pt is a hard link to its newest step_*.pt (and a run folder stands for
+    # its step checkpoints): both spellings were accepted and recorded as 2 models.
+    checkpoints = tmp_path / "run_a" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    step, last = checkpoints / "step_0000300.pt", checkpoints / "last.pt"
+    step.write_bytes(tiny_run["a"].read_bytes())
+    os.link(step, last)
+    for second in ("run_a/checkpoints/step_0000300.pt", "run_a"):
+        out = cli("evaluate", f"ensemble=[run_a/checkpoints/last.pt,{second}]",
+                  "hydra.run.dir=run", cwd=tmp_path)  # fmt: skip
+        err = one_line_error(out, "rpr-nmt-evaluate")
+        assert err.endswith(
+            "ensemble members 1 and 2 are the same checkpoint (run_a/checkpoints/last.pt and "
+            "run_a/checkpoints/step_0000300.pt are one file): name each model once\n"
+        )
+    assert not list((tmp_path / "run").glob("eval_*"))
+
+
 def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):  # noqa: F811
     # Probe S8: eval_*.json and score_*.json did not say whether EMA or raw weights were used.
     state = load_checkpoint(tiny_run["a"])
