@@ -38,8 +38,10 @@ from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import DataConfig, EvaluateJobConfig, SplitChoiceConfig
 
 PROG = "rpr-nmt-evaluate"
-# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
+# The settings that take paths to read, and those that take a path to write (which need not
+# exist yet), quoted for Hydra where it would misread them (path_overrides.py).
 PATH_KEYS = ("checkpoint", "ensemble", "data_root", "extra_references")
+OUTPUT_KEYS = ("hydra.run.dir",)
 
 
 def run(job: EvaluateJobConfig, out_dir: str) -> None:
@@ -138,7 +140,7 @@ def evaluate(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-evaluate from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
     evaluate()
 
 

@@ -15,6 +15,15 @@ existing path is quoted, with Hydra's escapes, wherever Hydra would not read it 
 non-ASCII letters, quotes, brackets, braces, '#', ';', '=', ',', '${'. Any other value is quoted
 when it holds '='. What is already quoted, holds a quote, a backslash or '$' (Hydra's escapes and
 interpolation) without naming a path, or needs no quoting is passed on unchanged.
+
+A path to read names something that exists, so only its existence tells a path from a value meant
+for Hydra (a sweep a,b, a list, null). A path to write (translate's output=, the run folder
+hydra.run.dir of evaluate and score: `output_keys`) often does not exist yet, and takes only a
+name: its value is quoted by the same rule whether it exists or not, so that output=out,v2.txt or
+output=ausgabe-ü.txt is written as named, as a shell redirect would. Under -m (--multirun) commas
+in it are a sweep, and it is read as a path to read.
+
+    output=out,v2.txt   ->  output='out,v2.txt'
 """
 
 from __future__ import annotations
@@ -31,17 +40,33 @@ from hydra.errors import HydraException
 _LEAVE = ("'", '"', "\\", "$")
 
 
-def quote_path_overrides(argv: Sequence[str], keys: Iterable[str]) -> list[str]:
-    """argv with the values of `keys` (key=value or key=[a,b]) quoted where Hydra would misread
-    them; argv[0] and every other argument unchanged."""
-    keys = set(keys)
+def quote_path_overrides(
+    argv: Sequence[str], keys: Iterable[str], output_keys: Iterable[str] = ()
+) -> list[str]:
+    """argv with the values of `keys` (key=value or key=[a,b], paths to read) and `output_keys`
+    (key=value, one path to write, which need not exist) quoted where Hydra would misread them;
+    argv[0] and every other argument unchanged."""
+    multirun = "-m" in argv or "--multirun" in argv
+    outputs = set() if multirun else set(output_keys)
+    keys = set(keys) | set(output_keys)
     out = list(argv[:1])
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") in keys:
+        name = key.lstrip("+~")
+        if sep and name in outputs:
+            arg = f"{key}={_quoted_output(value)}"
+        elif sep and name in keys:
             arg = f"{key}={_quoted(value)}"
         out.append(arg)
     return out
+
+
+def _quoted_output(value: str) -> str:
+    """A path to write as Hydra should read it: quoted wherever Hydra would not read it whole,
+    existing or not, unless quoted by hand or holding Hydra's escapes or interpolation."""
+    if _read_whole(value) or (_holds_escapes(value) and not Path(value).exists()):
+        return value
+    return _hydra_quoted(value)
 
 
 def _quoted(value: str) -> str:

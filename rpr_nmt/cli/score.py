@@ -43,8 +43,10 @@ from rpr_nmt.config import ScoreJobConfig, TrainJobConfig
 from rpr_nmt.data import DataError
 
 PROG = "rpr-nmt-score"
-# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
+# The settings that take paths to read, and those that take a path to write (which need not
+# exist yet), quoted for Hydra where it would misread them (path_overrides.py).
 PATH_KEYS = ("checkpoint", "ensemble", "data_root", "source", "reference", "pairs")
+OUTPUT_KEYS = ("hydra.run.dir",)
 SEPARATOR = " ||| "
 
 
@@ -208,7 +210,7 @@ def score(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-score from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
     score()
 
 

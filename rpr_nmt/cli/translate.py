@@ -10,11 +10,12 @@ it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Lines end 
 (a form feed or U+2028 inside a line stays in it). Translations are written a window of lines at
 a time, in input order, so memory does not grow with the input. output=FILE is written as
 FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as it was, and the
-translations it made in FILE.partial. Errors print one line on stderr and exit with status 2; on
-a line that is not UTF-8, the translations of the lines before it are written first. Ctrl-C
-stops with one line saying how many lines were translated, exit status 130. A line longer than
-max_input_tokens BPE tokens (default 1024) stops the run with its number, as a bad line does;
-so does a line longer than a learned position table (positions=learned, model.max_positions).
+translations it made in FILE.partial (a symbolic link FILE is written through, to its target).
+Errors print one line on stderr and exit with status 2; on a line that is not UTF-8, the
+translations of the lines before it are written first. Ctrl-C stops with one line saying how
+many lines were translated, exit status 130. A line longer than max_input_tokens BPE tokens
+(default 1024) stops the run with its number, as a bad line does; so does a line longer than a
+learned position table (positions=learned, model.max_positions).
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ from rpr_nmt.data import DataError
 from rpr_nmt.data.textfile import BOM
 
 PROG = "rpr-nmt-translate"
-# The settings that take paths, quoted for Hydra where they hold "=" (path_overrides.py).
-PATH_KEYS = ("checkpoint", "ensemble", "input", "output")
+# The settings that take paths to read, and those that take a path to write (which need not
+# exist yet), quoted for Hydra where it would misread them (path_overrides.py).
+PATH_KEYS = ("checkpoint", "ensemble", "input")
+OUTPUT_KEYS = ("output",)
 # Lines translated (and held) at a time: this many batches of decode.max_sentences. Enough for
 # length-sorted batches to pad little; memory stays flat however long the input.
 WINDOW_BATCHES = 16
@@ -74,7 +77,9 @@ class Output:
     """Where the translations go: stdout for "-", else output=FILE, written as FILE.partial and
     renamed over FILE once every line is translated. A run that fails or is stopped leaves FILE
     as it was (abandon); the translations written so far stay in FILE.partial. A device or a pipe
-    (output=/dev/null) is written directly.
+    (output=/dev/null) is written directly. A symbolic link is written through, as a shell
+    redirect would: the partial file sits beside its target and is renamed over the target, so
+    the link stays a link.
 
     Opened before any work, so that a bad path fails at once (UsageError).
     """
@@ -83,10 +88,17 @@ class Output:
         self.path = path
         self.partial: Path | None = None  # the file written until the end, for output=FILE
         self.lines_done = 0  # input lines whose translations are written
+        self.target = Path(path)  # the file renamed over at the end: a link's target
         if path == "-":
             self.stream: TextIO = sys.stdout
             return
-        target = Path(path)
+        if self.target.is_symlink():  # renaming over the link would make it a regular file
+            try:
+                self.target = self.target.resolve()
+            except RuntimeError as e:  # Python < 3.13 raises this for a loop of links
+                raise UsageError(f"output={path} is a loop of symbolic links: point it at a "
+                                 "file, or remove it") from e  # fmt: skip
+        target = self.target
         if input_path != "-" and target.resolve() == Path(input_path).resolve():
             raise UsageError(f"output={path} is the input file: choose another output")
         if target.is_dir():
@@ -120,9 +132,9 @@ class Output:
         self.stream.close()
         if self.partial is not None:
             try:
-                if Path(self.path).exists():
-                    shutil.copymode(self.path, self.partial)
-                os.replace(self.partial, self.path)
+                if self.target.exists():
+                    shutil.copymode(self.target, self.partial)
+                os.replace(self.partial, self.target)
             except OSError as e:
                 raise UsageError(f"cannot write output={self.path}: {e.strerror}; the "
                                  f"translations are in {self.partial}") from e  # fmt: skip
@@ -309,7 +321,7 @@ def translate(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-translate from the command line, its paths quoted for Hydra first."""
-    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS)
+    sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
     translate()
 
 

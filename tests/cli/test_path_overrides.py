@@ -90,3 +90,28 @@ def test_any_existing_path_reaches_hydra_whole(tmp_path, monkeypatch, name):
     values = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(argv[1:])}
     resolved = OmegaConf.to_container(OmegaConf.create(values), resolve=True)  # as Hydra's config
     assert resolved == {"checkpoint": str(path), "input": run, "ensemble": [run, str(other)]}
+
+
+@pytest.mark.parametrize("name", ["out-ü.txt", "out,v2.txt", "o]ut.txt", "hash#x", "x=1", "1.0"])
+def test_a_path_to_write_reaches_hydra_whole_before_it_exists(tmp_path, monkeypatch, name):
+    # Probe: output=out-ü.txt, out,v2.txt, o]ut.txt crashed in Hydra's parser (exit 1) unless the
+    # file existed already; a path to write is quoted by the same rule either way.
+    monkeypatch.chdir(tmp_path)
+    for key in ("output", "hydra.run.dir"):
+        argv = quote_path_overrides(["prog", f"{key}={name}", "input=in,x"], KEYS, (key,))
+        assert parsed(argv[:2]) == {key: name} and argv[2] == "input=in,x"  # input: as before
+        Path(name).write_text("")  # existing: quoted the same
+        assert quote_path_overrides(["prog", f"{key}={name}"], KEYS, (key,)) == argv[:2]
+        Path(name).unlink()
+
+
+def test_a_path_to_write_hydra_reads_right_or_quoted_by_hand_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plain = [
+        "prog", "output=-", "output=out.de", "output=/dev/null", "output=a b.de", "output=",
+        "output='out,v2.txt'", "output=${oc.env:HOME}/x,y",
+    ]  # fmt: skip
+    assert quote_path_overrides(plain, KEYS, ("output",)) == plain
+    # Under -m commas are a sweep: the value is read as a path to read (a,b does not exist).
+    sweep = ["prog", "-m", "output=a.de,b.de"]
+    assert quote_path_overrides(sweep, KEYS, ("output",)) == sweep

@@ -362,6 +362,15 @@ def test_ensemble_errors_are_one_line_and_exit_2(tiny_run, tmp_path):
         assert len(out.stderr.strip().splitlines()) == 1
 
 
+def test_a_run_folder_to_write_with_a_comma_works_unquoted(tiny_run, tmp_path):
+    # Probe: a new hydra.run.dir holding ',' crashed in Hydra's override parser (exit 1); only
+    # existing paths were quoted (rpr_nmt/cli/path_overrides.py quotes a path to write as well).
+    args = [f"checkpoint={tiny_run['a']}", "decode.beam_size=1", "decode.max_len_b=2"]
+    out = cli("evaluate", *args, "hydra.run.dir=runs/eval,v2-ü", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "runs" / "eval,v2-ü" / "eval_test.json").is_file()
+
+
 def test_sweep_run_paths_work_unquoted(tiny_run, tmp_path):
     # A sweep's run folders are named after its overrides: '=' and ',' that Hydra's grammar
     # would misread (rpr_nmt/cli/path_overrides.py quotes them first).

@@ -143,3 +143,37 @@ def test_carriage_returns_inside_a_line_are_warned_about_once(tiny_run, tmp_path
     crlf = cli("translate", f"checkpoint={tiny_run['a']}", "decode.beam_size=1",
                "decode.max_len_b=2", cwd=tmp_path, stdin="a man.\r\nthe dog.\r\n")  # fmt: skip
     assert crlf.returncode == 0 and crlf.stderr == "" and len(crlf.stdout.splitlines()) == 2
+
+
+def test_a_symbolic_link_output_is_written_through(tiny_run, tmp_path):  # noqa: F811
+    # Probe: output=LINK replaced the link by a regular file; its target was never written.
+    # Written as a shell redirect writes: the link stays, its target gets the translations.
+    (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
+    (tmp_path / "shared").mkdir()
+    for name, previous in (("old.de", "PREVIOUS CONTENT\n"), ("new.de", None)):  # new: dangling
+        target, link = tmp_path / "shared" / name, tmp_path / f"link-{name}"
+        if previous is not None:
+            target.write_text(previous, encoding="utf-8")
+            os.chmod(target, 0o640)
+        link.symlink_to(Path("shared") / name)
+        out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS[:3], f"output={link.name}",
+                  cwd=tmp_path)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert link.is_symlink() and os.readlink(link) == str(Path("shared") / name)
+        assert lines_in(target) == 2 and "PREVIOUS" not in target.read_text(encoding="utf-8")
+        if previous is not None:
+            assert target.stat().st_mode & 0o777 == 0o640
+    leftovers = [p.name for p in tmp_path.rglob("*.partial")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("name", ["out-ü.txt", "out,v2.txt", "o]ut.txt"])
+def test_an_output_name_hydra_would_misread_is_written_as_named(tiny_run, tmp_path, name):  # noqa: F811
+    # Probe: these names crashed in Hydra's override parser (a multi-line error, exit 1) unless
+    # the file existed already (rpr_nmt/cli/path_overrides.py quotes a path to write as well).
+    (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
+    out = cli("translate", f"checkpoint={tiny_run['a']}", *ARGS[:3], f"output={name}",
+              cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert lines_in(tmp_path / name) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.en", name])
