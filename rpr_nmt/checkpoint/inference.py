@@ -3,14 +3,13 @@ for translation, checked to be one translation direction."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rpr_nmt.checkpoint.run_folder import average_checkpoints
+from rpr_nmt.checkpoint.run_folder import average_checkpoints, file_identity
 from rpr_nmt.checkpoint.state import CheckpointError, TrainingState, load_checkpoint
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import Tokenizer
@@ -171,7 +170,7 @@ def check_distinct(members: Sequence[Sequence[str | Path]]) -> None:
     """
     seen: dict[tuple[object, ...], int] = {}
     for number, paths in enumerate(members, start=1):
-        key = tuple(_file_identity(p) for p in paths)
+        key = tuple(file_identity(p) for p in paths)
         if key in seen:
             first, again = str(members[seen[key] - 1][0]), str(paths[0])
             named = again if first == again else f"{first} and {again} are one file"
@@ -180,13 +179,3 @@ def check_distinct(members: Sequence[Sequence[str | Path]]) -> None:
                 "name each model once"
             )
         seen[key] = number
-
-
-def _file_identity(path: str | Path) -> object:
-    """What is the same for every name of one file: (device, inode); the resolved path for a
-    file that cannot be read (the load names the problem)."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return Path(path).resolve()
-    return (stat.st_dev, stat.st_ino)

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -91,18 +91,23 @@ def write_step_checkpoint(
 
 
 def checkpoint_paths(inputs: Sequence[str | Path], last: int | None = None) -> list[Path]:
-    """Checkpoint files named directly, or found in run directories; the newest `last` of them.
+    """Checkpoint files named directly, or found in run directories; the newest `last` of each
+    run directory.
 
     A file is taken as it is; a run directory (or its checkpoints/ folder) contributes its step
-    checkpoints, oldest first.
+    checkpoints, oldest first, and with `last` its newest `last` of them: `RUN_A RUN_B --last N`
+    is N of each run, never the newest N of the list, which would drop RUN_A without a word.
 
     Raises:
         CheckpointError: no inputs, an input that is neither a file nor a folder of step
-            checkpoints, or fewer checkpoints than `last`.
+            checkpoints, a run directory with fewer checkpoints than `last`, `last` with no run
+            directory to take them from, or one checkpoint file named twice (last.pt and best.pt
+            are links to step files), which would weigh it double.
     """
     if not inputs:
         raise CheckpointError("no checkpoint given: name at least one .pt file or run directory")
     paths: list[Path] = []
+    folders = 0
     for item in map(Path, inputs):
         if item.is_file():
             paths.append(item)
@@ -119,22 +124,61 @@ def checkpoint_paths(inputs: Sequence[str | Path], last: int | None = None) -> l
                 f"{item} is neither a checkpoint file nor a run directory with "
                 "checkpoints/step_*.pt"
             )
-        paths.extend(found[-last:] if last else found)
-    if last is not None:
-        if len(paths) < last:
+        if last is not None and len(found) < last:
             raise CheckpointError(
-                f"the newest {last} checkpoints were asked for, but only {len(paths)} were found"
+                f"the newest {last} checkpoints of {item} were asked for, but only {len(found)} "
+                f"were found there: ask for --last {len(found)} or fewer"
             )
-        paths = paths[-last:]
+        folders += 1
+        paths.extend(found[-last:] if last else found)
+    if last is not None and not folders:
+        raise CheckpointError(
+            f"--last {last} takes the newest step checkpoints of each run directory, but only "
+            "checkpoint files were named (they are averaged as they are): drop --last, or name "
+            "the run directory"
+        )
+    _refuse_repeats(paths)
     return paths
 
 
-def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
-    """Average model parameters over checkpoints of one run (as the paper's big model did).
+def _refuse_repeats(paths: Sequence[Path]) -> None:
+    """CheckpointError naming the first file that is another path's file too (the same name, or a
+    hard link such as last.pt)."""
+    seen: dict[object, Path] = {}
+    for path in paths:
+        first = seen.setdefault(file_identity(path), path)
+        if first is not path:
+            raise CheckpointError(
+                f"{path} is the same checkpoint file as {first} (last.pt and best.pt are links "
+                "to step files): name each checkpoint once"
+            )
+
+
+def file_identity(path: str | Path) -> object:
+    """What every name of one file shares: (device, inode), so that a run's last.pt, best.pt and
+    step_*.pt, hard links to one file, are one checkpoint; the resolved path for a file that
+    cannot be read (its load names the problem)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return Path(path).resolve()
+    return (stat.st_dev, stat.st_ino)
+
+
+def average_checkpoints(
+    paths: Sequence[str | Path], *, warn: Callable[[str], None] | None = None
+) -> TrainingState:
+    """Average model parameters over checkpoints, normally of one run (as the paper's big model
+    did).
 
     Returns the newest checkpoint's state (by step) with the averaged weights (and averaged weight
     averages when every checkpoint has one), and without optimizer, scheduler and scaler state,
     since an averaged model has none that match.
+
+    Two mixes are averaged but said, in one line each through `warn` (default: the log's
+    warning): checkpoints of different training runs (run folders or train.seed differ), which
+    can be intended (a "model soup"), and checkpoints of which only some hold a weight average,
+    whose averages are then left out.
 
     Raises:
         CheckpointError: a checkpoint holds another model (parameter names or shapes, or model
@@ -163,6 +207,8 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
                 f"{p} and {paths[0]} have different BPE models, so the same row of their "
                 "embeddings stands for different pieces: average checkpoints of one run"
             )
+    for note in filter(None, (other_run(paths, states), partial_ema(paths, states))):
+        (warn or log.warning)(note)
     averaged = {}
     for name, tensor in reference.items():
         if tensor.is_floating_point():
@@ -178,6 +224,56 @@ def average_checkpoints(paths: Sequence[str | Path]) -> TrainingState:
         newest, model=averaged, optimizer=None, scheduler=None, scaler=None, ema=ema,
         averaged_from=[str(p) for p in paths],
     )  # fmt: skip
+
+
+def run_folder_of(path: str | Path) -> Path | None:
+    """The run folder a checkpoint was written in (RUN_DIR of RUN_DIR/checkpoints/*.pt), None for
+    a file elsewhere (an average, a copy), whose run only its config can tell."""
+    folder = Path(path).resolve().parent
+    return folder.parent if folder.name == "checkpoints" else None
+
+
+def other_run(paths: Sequence[str | Path], states: Sequence[TrainingState]) -> str | None:
+    """One line when a checkpoint comes from another training run than the first: another run
+    folder, or (outside the first's run folder) another train.seed; None when all look like one
+    run. Separately trained models rarely average into a working one, but a soup of runs that
+    started from one model can be intended, so this warns and does not refuse."""
+    folder, seed = run_folder_of(paths[0]), states[0].config.train.seed
+    for path, state in zip(paths[1:], states[1:]):
+        other_folder, other_seed = run_folder_of(path), state.config.train.seed
+        same = folder is not None and folder == other_folder
+        apart = []
+        if None not in (folder, other_folder) and not same:
+            apart.append(f"run folders {folder} vs {other_folder}")
+        if other_seed != seed and not same:
+            apart.append(f"train.seed {seed} vs {other_seed}")
+        if apart:
+            return (
+                f"{path} and {paths[0]} come from different training runs ({'; '.join(apart)}): "
+                "averaging them anyway, but models trained apart average into a working model only "
+                "when they started from one (a model soup); for the paper's averaging name the "
+                "checkpoints of one run"
+            )
+    return None
+
+
+def partial_ema(paths: Sequence[str | Path], states: Sequence[TrainingState]) -> str | None:
+    """One line when some checkpoints hold a weight average (train.ema_decay > 0) and others do
+    not: the average then has none, and translates with the trained weights of all (where each
+    file alone would translate with its weight average); None otherwise."""
+    without = [str(p) for p, s in zip(paths, states) if s.ema is None]
+    if not without or len(without) == len(paths):
+        return None
+    who = (
+        f"{without[0]} and {len(without) - 1} more hold"
+        if len(without) > 1
+        else f"{without[0]} holds"
+    )
+    return (
+        f"{who} no weight average (train.ema_decay) while the other {len(paths) - len(without)} "
+        f"of the {len(paths)} checkpoints do: their weight averages are left out, and the result "
+        "is the average of the trained weights alone"
+    )
 
 
 def model_differences(first: ModelConfig, other: ModelConfig) -> list[str]:

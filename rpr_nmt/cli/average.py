@@ -3,8 +3,10 @@
     rpr-nmt-average runs/train/default --last 20 -o runs/train/default/checkpoints/avg20.pt
     rpr-nmt-average a.pt b.pt c.pt -o averaged.pt
 
-A run directory (or its checkpoints/ folder) contributes its newest step_XXXXXXX.pt files; files
-given directly are averaged as they are; all must translate one language pair. The result keeps
+A run directory (or its checkpoints/ folder) contributes its step_XXXXXXX.pt files (with --last N,
+its newest N: N of each run directory named); files given directly are averaged as they are; all
+must translate one language pair. Checkpoints of different training runs, and a mix of checkpoints
+with and without a weight average, are averaged with a one-line warning on stderr. The result keeps
 the newest checkpoint's config and BPE model, so that rpr-nmt-evaluate and rpr-nmt-translate
 load it like any other checkpoint. An existing -o file (a run's own last.pt, say) is replaced
 only with --force; an -o under a file or on a read-only file system is one line, exit status 2.
@@ -37,7 +39,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "inputs", nargs="+", help="run directories, checkpoints/ folders or .pt files"
     )
     parser.add_argument(
-        "--last", type=int, default=None, help="average the newest N step checkpoints"
+        "--last",
+        type=int,
+        default=None,
+        help="average the newest N step checkpoints of each run directory",
     )
     parser.add_argument(
         "-o", "--output", required=True, help="where to write the averaged checkpoint"
@@ -64,6 +69,11 @@ def check_output(path: Path, *, force: bool) -> None:
         )
 
 
+def warn(message: str) -> None:
+    """A one-line warning on stderr: the average is written, but the user should know."""
+    print(f"rpr-nmt-average: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 on a missing or incompatible checkpoint)."""
     args = parse_args(argv)
@@ -71,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output(Path(args.output), force=args.force)
         paths = checkpoint_paths(args.inputs, args.last)
         check_one_direction(paths, "average")
-        averaged = average_checkpoints(paths)
+        averaged = average_checkpoints(paths, warn=warn)
         out = save_checkpoint(averaged, args.output)
     except CheckpointError as e:
         print(f"rpr-nmt-average: error: {e}", file=sys.stderr)

@@ -50,7 +50,8 @@ def test_checkpoint_paths_takes_files_and_run_directories(tmp_path):
     steps = step_checkpoints(run / "checkpoints")
     assert checkpoint_paths([run]) == steps
     assert checkpoint_paths([run], last=2) == steps[1:]
-    assert checkpoint_paths([steps[0], run / "checkpoints"], last=2) == steps[1:]
+    # A file named beside a run folder is taken as it is, beside the folder's newest 2.
+    assert checkpoint_paths([steps[0], run / "checkpoints"], last=2) == steps
     with pytest.raises(CheckpointError, match="checkpoint not found: .*nowhere"):
         checkpoint_paths([tmp_path / "nowhere"])
     with pytest.raises(CheckpointError, match="only 3 were found"):
@@ -58,6 +59,36 @@ def test_checkpoint_paths_takes_files_and_run_directories(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="neither a checkpoint file nor a run directory"):
         checkpoint_paths([tmp_path / "empty"])
+
+
+def test_last_takes_the_newest_n_of_each_run_folder(tmp_path):
+    # Probe: RUN_A RUN_B --last 2 took 2 of each, then kept the newest 2 of the list: RUN_B's.
+    write_steps(tmp_path / "a" / "checkpoints", [1, 2, 3])
+    write_steps(tmp_path / "b" / "checkpoints", [4, 5, 6])
+    a, b = (step_checkpoints(tmp_path / run / "checkpoints") for run in "ab")
+    assert checkpoint_paths([tmp_path / "a", tmp_path / "b"], last=2) == a[1:] + b[1:]
+    write_steps(tmp_path / "c" / "checkpoints", [7])
+    with pytest.raises(CheckpointError) as short:
+        checkpoint_paths([tmp_path / "a", tmp_path / "c"], last=2)
+    assert str(short.value) == (
+        f"the newest 2 checkpoints of {tmp_path / 'c'} were asked for, but only 1 were found "
+        "there: ask for --last 1 or fewer"
+    )
+
+
+def test_last_without_a_run_folder_and_a_file_named_twice_are_refused(tmp_path):
+    write_steps(tmp_path / "run" / "checkpoints", [1, 2, 3])
+    steps = step_checkpoints(tmp_path / "run" / "checkpoints")
+    with pytest.raises(CheckpointError, match=r"^--last 2 takes .* drop --last, or name the run"):
+        checkpoint_paths(steps, last=2)  # files alone: --last would choose among them silently
+    last = tmp_path / "run" / "checkpoints" / "last.pt"  # a hard link to step 3
+    for inputs in ([steps[2], tmp_path / "run"], [last, steps[2]]):
+        with pytest.raises(CheckpointError) as twice:
+            checkpoint_paths(inputs)
+        assert str(twice.value) == (
+            f"{steps[2]} is the same checkpoint file as {inputs[0]} (last.pt and best.pt are links "
+            "to step files): name each checkpoint once"
+        )
 
 
 def test_average_refuses_checkpoints_of_different_bpe_models(tmp_path, capsys):

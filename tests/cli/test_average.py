@@ -118,3 +118,106 @@ def test_checkpoints_that_differ_only_in_dropout_are_averaged(tiny_run, tmp_path
     out = tmp_path / "avg.pt"
     assert main([str(tiny_run["a"]), str(other), "-o", str(out)]) == 0
     assert load_checkpoint(out).averaged_from == [str(tiny_run["a"]), str(other)]
+
+
+def small_run(folder, steps, *, seed=1, ema=False):
+    """A run folder whose checkpoints/ holds step checkpoints of a 2-weight model (w = step)."""
+    from dataclasses import replace
+
+    import torch
+
+    from rpr_nmt.checkpoint import write_step_checkpoint
+    from tests.checkpoint.test_state import small_state
+
+    for step in steps:
+        state = small_state(step)
+        config = replace(state.config, train=replace(state.config.train, seed=seed))
+        weights = {"w": torch.full((2,), float(step))}
+        state = replace(state, config=config, model=weights, ema=dict(weights) if ema else None)
+        write_step_checkpoint(state, folder / "checkpoints", keep_last=10, is_best=False)
+    return folder
+
+
+def test_last_n_takes_n_of_each_run_folder_and_says_they_are_different_runs(tmp_path, capsys):
+    # Probe: RUN_A RUN_B --last 2 averaged RUN_B's last 2 alone: RUN_A was dropped without a word.
+    a, b = small_run(tmp_path / "a", [1, 2, 3]), small_run(tmp_path / "b", [4, 5, 6], seed=2)
+    out = tmp_path / "avg.pt"
+    assert main([str(a), str(b), "--last", "2", "-o", str(out)]) == 0
+    averaged = load_checkpoint(out)
+    assert [p.split("/")[-3:] for p in averaged.averaged_from] == [
+        [run, "checkpoints", f"step_{step:07d}.pt"]
+        for run, step in [("a", 2), ("a", 3), ("b", 5), ("b", 6)]
+    ]
+    assert averaged.model["w"].tolist() == [4.0, 4.0]  # (2 + 3 + 5 + 6) / 4
+    err = capsys.readouterr().err
+    first, other = a / "checkpoints" / "step_0000002.pt", b / "checkpoints" / "step_0000005.pt"
+    assert err == (
+        f"rpr-nmt-average: warning: {other} and {first} come from different training runs (run "
+        f"folders {a.resolve()} vs {b.resolve()}; train.seed 1 vs 2): averaging them anyway, but "
+        "models trained apart average into a working model only when they started from one (a "
+        "model soup); for the paper's averaging name the checkpoints of one run\n"
+    )
+
+
+def test_checkpoints_of_one_run_are_averaged_without_a_warning(tmp_path, capsys):
+    run = small_run(tmp_path / "run", [1, 2, 3])
+    assert main([str(run), "--last", "2", "-o", str(tmp_path / "avg.pt")]) == 0
+    assert capsys.readouterr().err == ""
+    assert load_checkpoint(tmp_path / "avg.pt").model["w"].tolist() == [2.5, 2.5]
+
+
+def test_files_of_runs_with_different_seeds_are_averaged_with_a_warning(tmp_path, capsys):
+    # Files outside a run folder: only their configs tell their runs apart.
+    one = small_run(tmp_path / "one", [1]) / "checkpoints" / "step_0000001.pt"
+    two = small_run(tmp_path / "two", [1], seed=7) / "checkpoints" / "step_0000001.pt"
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    a.write_bytes(one.read_bytes())
+    b.write_bytes(two.read_bytes())
+    assert main([str(a), str(b), "-o", str(tmp_path / "avg.pt")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(
+        f"rpr-nmt-average: warning: {b} and {a} come from different training runs (train.seed "
+        "1 vs 7): averaging them anyway"
+    )
+
+
+def test_a_mix_of_checkpoints_with_and_without_a_weight_average_is_said(tmp_path, capsys):
+    # Probe: the weight averages of the checkpoints that had one were dropped without a word.
+    run = small_run(tmp_path / "run", [1, 2], ema=True)
+    small_run(run, [3])  # resumed without train.ema_decay
+    out = tmp_path / "avg.pt"
+    assert main([str(run), "-o", str(out)]) == 0
+    step3 = run / "checkpoints" / "step_0000003.pt"
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: warning: {step3} holds no weight average (train.ema_decay) while the "
+        "other 2 of the 3 checkpoints do: their weight averages are left out, and the result is "
+        "the average of the trained weights alone\n"
+    )
+    assert load_checkpoint(out).ema is None
+    assert main([str(run), "--last", "2", "-o", str(tmp_path / "avg2.pt")]) == 0
+    assert "holds no weight average" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                str(run / "checkpoints" / "step_0000001.pt"),
+                str(run / "checkpoints" / "step_0000002.pt"),
+                "-o",
+                str(tmp_path / "avg3.pt"),
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().err == ""  # all with one: averaged, as before
+    assert load_checkpoint(tmp_path / "avg3.pt").ema is not None
+
+
+def test_last_with_files_alone_is_refused_in_one_line(tiny_run, tmp_path, capsys):
+    out = tmp_path / "avg.pt"
+    assert main([str(tiny_run["a"]), str(tiny_run["b"]), "--last", "1", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "rpr-nmt-average: error: --last 1 takes the newest step checkpoints of each run "
+        "directory, but only checkpoint files were named (they are averaged as they are): drop "
+        "--last, or name the run directory\n"
+    )
+    assert not out.exists()
