@@ -22,8 +22,23 @@ NEG_INF = float("-inf")
 STACKS = ("encoder", "decoder")
 
 
+# Each kind of table with a last row: how the message names it, and how to get a larger one.
+TABLES = {
+    "learned": (
+        "the learned position table (model.max_positions={rows})",
+        "use a model trained with a larger model.max_positions",
+    ),
+    # An exported model's sinusoid (rpr_nmt.export): ours has no last row, CTranslate2's has.
+    "exported sinusoid": (
+        "the exported sinusoid table ({rows} rows, rpr-nmt-export --max-positions)",
+        "export the checkpoint again with a larger --max-positions",
+    ),
+}
+
+
 class PositionLimitError(ValueError):
-    """A source (or scored reference) longer than the model's learned position table.
+    """A source (or scored reference) longer than the model's learned position table (or an
+    exported model's sinusoid table).
 
     Attributes:
         side: "source" or "reference".
@@ -31,18 +46,26 @@ class PositionLimitError(ValueError):
         max_positions: the table's rows.
         index: which of the sentences checked (0-based), to map to an input line.
         line: the 1-based input line when the caller knows it, else None.
+        table: which kind of table, a key of TABLES: the message names it and what to do.
     """
 
     def __init__(
-        self, *, side: str, positions: int, max_positions: int, index: int, line: int | None
+        self,
+        *,
+        side: str,
+        positions: int,
+        max_positions: int,
+        index: int,
+        line: int | None,
+        table: str = "learned",
     ) -> None:
         self.side, self.positions, self.max_positions = side, positions, max_positions
-        self.index, self.line = index, line
+        self.index, self.line, self.table = index, line, table
         where = f"line {line}: " if line is not None else ""
+        name, remedy = TABLES[table]
         super().__init__(
-            f"{where}a {side} of {positions} positions is longer than the learned position table "
-            f"(model.max_positions={max_positions}): shorten or split it, or use a model trained "
-            "with a larger model.max_positions"
+            f"{where}a {side} of {positions} positions is longer than "
+            f"{name.format(rows=max_positions)}: shorten or split it, or {remedy}"
         )
 
 
@@ -78,6 +101,7 @@ def check_sources_fit(
     *,
     side: str = "source",
     lines: Sequence[int] | None = None,
+    table: str = "learned",
 ) -> None:
     """Refuse the first sequence longer than a learned table (PositionLimitError names it).
 
@@ -87,6 +111,7 @@ def check_sources_fit(
         side: "source" or "reference", for the message.
         lines: the input line (1-based) of each sequence, named in the message; None in a batch
             (the error's index then says which sequence).
+        table: the kind of table, a key of TABLES ("exported sinusoid" for an exported model's).
     """
     if max_positions is None:
         return
@@ -94,8 +119,9 @@ def check_sources_fit(
         if positions > max_positions:
             line = None if lines is None else lines[index]
             raise PositionLimitError(
-                side=side, positions=positions, max_positions=max_positions, index=index, line=line
-            )
+                side=side, positions=positions, max_positions=max_positions, index=index,
+                line=line, table=table,
+            )  # fmt: skip
 
 
 def max_output_lengths(

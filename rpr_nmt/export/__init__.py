@@ -3,7 +3,8 @@
     ctranslate2.py  export to CTranslate2 (check_exportable, build_spec, export_ctranslate2)
     positions.py    each position method onto the spec, and the one-line refusals
     decoding.py     our decoding rules as CTranslate2 translate_batch options, with the caps of
-                    learned position tables (PositionLimits, rpr_nmt.decode.constraints)
+                    position tables, learned or an exported sinusoid's (PositionLimits,
+                    rpr_nmt.decode.constraints)
 
 ctranslate2 is an optional dependency (pip install 'rpr-nmt[export]'): it is imported only when
 a model is exported or translated with it.

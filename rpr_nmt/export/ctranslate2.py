@@ -44,8 +44,10 @@ import torch
 from torch import Tensor, nn
 
 from rpr_nmt.data import BOS_ID, EOS_ID, UNK_ID, Tokenizer
-from rpr_nmt.decode.constraints import PositionLimits, position_limits
+from rpr_nmt.decode.constraints import PositionLimits
+from rpr_nmt.export.decoding import SinusoidTableLimits
 from rpr_nmt.export.positions import (
+    exported_table,
     position_refusal,
     set_stack_positions,
     stack_options,
@@ -79,6 +81,7 @@ QUANTIZATIONS = (
 SENTENCEPIECE_FILE = "sentencepiece.model"
 EXPORT_INFO_FILE = "rpr_nmt_export.json"
 LIMITS_KEY = "position_limits"  # in EXPORT_INFO_FILE: {"encoder": rows or null, "decoder": ...}
+TABLE_KEY = "position_table"  # in EXPORT_INFO_FILE: whose rows they are: learned, sinusoid or null
 # What an export folder holds: CTranslate2's model, config and vocabularies, and ours.
 EXPORT_FILES = frozenset(
     {
@@ -233,7 +236,8 @@ def export_ctranslate2(
         max_positions: rows of the absolute table (sinusoid-only models).
         force: replace an existing output_dir that holds a previous export (check_output_dir).
         info: provenance written to output_dir/rpr_nmt_export.json (checkpoint, step, ...),
-            beside the rows of the learned position tables (read_position_limits).
+            beside the rows of each stack's absolute table, learned or sinusoid
+            (read_position_limits).
 
     Returns:
         output_dir.
@@ -264,30 +268,49 @@ def export_ctranslate2(
 
     _SpecConverter().convert(str(output_dir), quantization=quantization, force=force)
     (output_dir / SENTENCEPIECE_FILE).write_bytes(tokenizer.proto)
-    limits = position_limits(model)  # learned tables: caps and refusals, as ours
+    table, limits = exported_table(model, max_positions=max_positions)  # caps and refusals
     record = {
         **(info or {}),
         "quantization": quantization or "float32",
         LIMITS_KEY: limits._asdict(),
+        TABLE_KEY: table,
     }
     (output_dir / EXPORT_INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return output_dir
 
 
 def read_position_limits(model_dir: str | Path) -> PositionLimits:
-    """The rows of an exported model's learned position tables (None where a stack has none),
-    for translate_ctranslate2 and max_decoding_length: CTranslate2 fails past a table's last row.
+    """The rows of an exported model's absolute position tables, learned or sinusoid (None where
+    a stack has none), for translate_ctranslate2 and max_decoding_length: CTranslate2 fails past
+    a table's last row. A sinusoid's come as SinusoidTableLimits, so that a refusal names the
+    export's --max-positions rather than model.max_positions.
 
     Raises:
-        ExportError: the folder has no record of them (exported before rpr-nmt wrote them).
+        ExportError: the folder has no record of them (exported before rpr-nmt wrote them; for a
+            sinusoid model, before it wrote the sinusoid's).
     """
     path = Path(model_dir) / EXPORT_INFO_FILE
-    limits = json.loads(path.read_text()).get(LIMITS_KEY)
+    record = json.loads(path.read_text())
+    limits = record.get(LIMITS_KEY)
     if limits is None:
         raise ExportError(
             f"{path} has no {LIMITS_KEY}: export the checkpoint again with rpr-nmt-export"
         )
-    return PositionLimits(encoder=limits["encoder"], decoder=limits["decoder"])
+    rows = PositionLimits(encoder=limits["encoder"], decoder=limits["decoder"])
+    if TABLE_KEY not in record and _sinusoid_model(record.get("model") or {}):
+        raise ExportError(
+            f"{path} records no rows for its sinusoid table (exported before rpr-nmt recorded "
+            "them): export the checkpoint again with rpr-nmt-export"
+        )
+    return SinusoidTableLimits(*rows) if record.get(TABLE_KEY) == "sinusoid" else rows
+
+
+def _sinusoid_model(model: dict[str, Any]) -> bool:
+    """Whether an export record's model settings (asdict of ModelConfig) put the sinusoid in a
+    stack: an exportable model then has nothing else there, so the export wrote its table."""
+    return (
+        bool(model.get("sinusoidal")) and model.get("absolute_positions", "sinusoid") == "sinusoid"
+    )
 
 
 def _relative_tables(model: Transformer) -> list[tuple[str, Tensor]]:

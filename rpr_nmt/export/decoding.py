@@ -1,7 +1,8 @@
 """Our decoding rules as CTranslate2 translate_batch options, and a translate that applies them.
 
 Legend: S source length in tokens, EOS included (rpr_nmt/decode/constraints.py), t tokens
-generated so far, N rows of a learned position table (rpr_nmt_export.json: position_limits).
+generated so far, N rows of a learned position table, or of the sinusoid table an export wrote
+(--max-positions; rpr_nmt_export.json: position_limits).
 
     ours (rpr_nmt.decode)                          CTranslate2 translate_batch
     source = BPE ids + EOS                         add_source_eos in the exported config
@@ -13,6 +14,8 @@ generated so far, N rows of a learned position table (rpr_nmt_export.json: posit
     EOS not before min_len tokens                  min_decoding_length=min_len, at most the cap
                                                      (CTranslate2 refuses min above max)
     source over a learned encoder table refused    checked here first (PositionLimitError)
+    sinusoid: no last row                          the exported table has N rows: capped and
+                                                     refused as a learned table of N rows
     BOS and PAD never generated                    suppress_sequences=[[PAD piece], [BOS piece]]
     beam 1 = greedy                                beam_size=1 (CTranslate2's default is 2)
     alpha: lp(Y) = ((5 + |Y|) / 6)^alpha           length_penalty=alpha: score / |Y|^alpha
@@ -39,6 +42,7 @@ from rpr_nmt.decode.constraints import PositionLimits, check_sources_fit, max_ou
 
 __all__ = [
     "NO_LIMITS",
+    "SinusoidTableLimits",
     "max_decoding_length",
     "translate_ctranslate2",
     "translate_options",
@@ -51,11 +55,20 @@ CT2_POSITION_ERROR = "No position encodings are defined"
 NO_LIMITS = PositionLimits(encoder=None, decoder=None)
 
 
+class SinusoidTableLimits(PositionLimits):
+    """The rows of an exported sinusoid table (rpr-nmt-export --max-positions), where a learned
+    table's are model.max_positions: the same caps and refusals, but a refusal says to export
+    again with more rows. Equal to the PositionLimits of the same rows."""
+
+    __slots__ = ()
+
+
 def max_decoding_length(
     source_tokens: int, cfg: DecodeConfig, decoder_rows: int | None = None
 ) -> int:
     """Our output cap for a source of S tokens (EOS included): floor(a * S + b), at least min_len,
-    and with a learned decoder table of decoder_rows rows at most decoder_rows - 1.
+    and with a decoder table of decoder_rows rows (learned, or an exported sinusoid) at most
+    decoder_rows - 1.
 
     rpr_nmt.decode.constraints.max_output_lengths itself, on one source of S tokens, so that the
     cap is the one our beam and greedy search apply.
@@ -75,8 +88,8 @@ def translate_options(cfg: DecodeConfig, tokenizer: Tokenizer, max_length: int) 
         cfg: beam size, length penalty, minimum length and n-best.
         tokenizer: the model's BPE model (the PAD and BOS pieces).
         max_length: the output cap of the sentences in this call: max_decoding_length, given
-            the decoder's rows when the model has a learned decoder table (CTranslate2 fails
-            past the table's last row).
+            the decoder's rows when the exported model has a decoder table, learned or sinusoid
+            (CTranslate2 fails past the table's last row).
 
     Returns:
         The options; pass them with the tokenized sources.
@@ -113,20 +126,23 @@ def translate_ctranslate2(
         tokenizer: the folder's sentencepiece model, as our Tokenizer.
         sentences: raw source sentences.
         cfg: our decode settings (beam_size 1 reproduces greedy_search exactly).
-        limits: the folder's learned tables (read_position_limits); None = none known.
+        limits: the rows of the folder's learned or sinusoid tables (read_position_limits);
+            None = none known.
 
     Returns:
         Per sentence, its n-best hypotheses as sentencepiece pieces (no BOS/EOS), best first.
 
     Raises:
-        PositionLimitError: a source longer than a learned encoder table, the first such one,
-            named by its line (1-based) before any sentence is decoded, as rpr_nmt.decode.translate.
+        PositionLimitError: a source longer than a learned (or the exported sinusoid) encoder
+            table, the first such one, named by its line (1-based) before any sentence is
+            decoded, as rpr_nmt.decode.translate.
         RuntimeError: CTranslate2 ran past a position table: without limits, saying to pass them.
     """
     known = NO_LIMITS if limits is None else limits
     pieces = [[tokenizer.id_to_piece(i) for i in tokenizer.encode(s)] for s in sentences]
     positions = [len(source) + 1 for source in pieces]  # + 1: the source EOS
-    check_sources_fit(positions, known.encoder, lines=range(1, len(sentences) + 1))
+    table = "exported sinusoid" if isinstance(known, SinusoidTableLimits) else "learned"
+    check_sources_fit(positions, known.encoder, lines=range(1, len(sentences) + 1), table=table)
     caps = {n: max_decoding_length(n, cfg, known.decoder) for n in set(positions)}  # once a length
     by_cap: dict[int, list[int]] = defaultdict(list)
     for i, n in enumerate(positions):
@@ -153,8 +169,8 @@ def translate_ctranslate2(
         if limits is not None or CT2_POSITION_ERROR not in str(e):
             raise
         raise RuntimeError(
-            f"CTranslate2: {e}. A model with a learned position table stops and refuses as "
-            "rpr-nmt-translate only when told its rows: pass "
+            f"CTranslate2: {e}. A model with a learned (or exported sinusoid) position table "
+            "stops and refuses as rpr-nmt-translate only when told its rows: pass "
             "limits=rpr_nmt.export.read_position_limits(MODEL_DIR)"
         ) from e
     return results

@@ -50,12 +50,14 @@ import torch
 from torch import Tensor
 
 from rpr_nmt.config import position_stacks
+from rpr_nmt.decode.constraints import PositionLimits, position_limits
 from rpr_nmt.model import Transformer
 from rpr_nmt.model.embeddings import sinusoidal_encoding
 from rpr_nmt.model.positions.setting import INT32_MAX
 from rpr_nmt.model.transformer import Decoder, Encoder
 
 __all__ = [
+    "exported_table",
     "position_refusal",
     "set_stack_positions",
     "spec_array",
@@ -206,6 +208,23 @@ def set_stack_positions(stack_spec: Any, stack: Encoder | Decoder, *, max_positi
         d_model = stack.embed.table.embedding_dim
         table = sinusoidal_encoding(torch.arange(max_positions), d_model)  # (N, D)
         stack_spec.position_encodings.encodings = spec_array(table)
+
+
+def exported_table(model: Transformer, *, max_positions: int) -> tuple[str | None, PositionLimits]:
+    """The kind of absolute table the export writes ("learned", "sinusoid" or None) and each
+    stack's rows: CTranslate2 fails past a table's last row, so these cap outputs and refuse
+    sources as ours does for a learned table (rpr_nmt/export/decoding.py).
+
+    A learned table keeps its own rows; the sinusoid gets max_positions rows, in the stacks that
+    model.positions_in gives it (ours has no last row, the exported one has); a stack without an
+    absolute method has no table and no limit (None).
+    """
+    kinds = [stack_methods(model, stack)[0] for stack in STACKS]
+    if "sinusoid" in kinds:
+        rows = [max_positions if kind == "sinusoid" else None for kind in kinds]
+        return "sinusoid", PositionLimits(*rows)
+    learned = position_limits(model)  # (None, None) without a learned table
+    return ("learned" if learned != (None, None) else None), learned
 
 
 def _has_attention_positions(stack_spec: Any) -> bool:

@@ -10,7 +10,7 @@ give our outputs, and the same refusal.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from rpr_nmt.data import PAD_ID
 from rpr_nmt.decode import translate
 from rpr_nmt.decode.constraints import PositionLimitError
 from rpr_nmt.export import (
+    ExportError,
     PositionLimits,
     export_ctranslate2,
     read_position_limits,
@@ -128,3 +129,91 @@ def test_without_the_rows_the_failure_says_how_to_pass_them(tiny_bpe, exports):
     cfg = DecodeConfig(beam_size=1, min_len=ROWS + 3, streams=1)  # every output runs past it
     with pytest.raises(RuntimeError, match=r"No position encodings.*read_position_limits"):
         translate_ctranslate2(translator(folder), tiny_bpe, SOURCES[:2], cfg)
+
+
+SINE_ROWS = 40  # rpr-nmt-export --max-positions: the exported sinusoid's rows
+SINUSOID = dict(max_relative_position=0, sinusoidal=True)
+LONG = " ".join(["park"] * 45) + "."  # 46 pieces + EOS: past SINE_ROWS
+
+
+@pytest.fixture(scope="module")
+def sinusoid_exports(tiny_bpe, tmp_path_factory) -> dict[str, tuple[Transformer, Path]]:
+    """A sinusoid model (in both stacks, in the encoder or the decoder only) exported with a table
+    of SINE_ROWS rows: our own sinusoid has no last row, the exported one has."""
+    torch.set_num_threads(1)
+    exported = {}
+    for where in ("both", "encoder", "decoder"):
+        model = train_tiny(tiny_config(**SINUSOID, positions_in=where), tiny_bpe, steps=40)
+        folder = tmp_path_factory.mktemp(f"sine_{where}") / "m"
+        exported[where] = (
+            model,
+            export_ctranslate2(model, tiny_bpe, folder, max_positions=SINE_ROWS),
+        )
+    return exported
+
+
+@pytest.mark.parametrize("where", ["both", "encoder", "decoder"])
+def test_a_sinusoid_export_records_its_rows_in_the_stacks_that_have_it(sinusoid_exports, where):
+    # Probe: the record said {encoder: null, decoder: null}, so nothing capped or refused.
+    _, folder = sinusoid_exports[where]
+    expected = PositionLimits(
+        encoder=SINE_ROWS if where != "decoder" else None,
+        decoder=SINE_ROWS if where != "encoder" else None,
+    )
+    assert read_position_limits(folder) == expected
+    info = json.loads((folder / "rpr_nmt_export.json").read_text())
+    assert info["position_limits"] == expected._asdict()
+
+
+@pytest.mark.parametrize("where", ["both", "decoder"])
+def test_min_len_past_the_exported_sinusoid_stops_at_its_last_row(
+    tiny_bpe, sinusoid_exports, where
+):
+    # Probe: a short source (24 pieces) with min_len=45 failed inside CTranslate2 ("No position
+    # encodings are defined for positions >= 40"); as with a learned table, the output stops at
+    # the table's last row, where ours (no last row) goes on.
+    model, folder = sinusoid_exports[where]
+    source = "a man rides the red bike on the street a dog."  # 26 pieces + EOS
+    assert len(tiny_bpe.encode(source)) + 1 < SINE_ROWS
+    cfg = DecodeConfig(beam_size=1, min_len=45, streams=1)
+    ours = our_pieces(model, tiny_bpe, [source], cfg)[0]
+    limits = read_position_limits(folder)
+    got = translate_ctranslate2(translator(folder), tiny_bpe, [source], cfg, limits=limits)
+    assert len(ours) >= 45 and got[0][0] == ours[: SINE_ROWS - 1]
+
+
+def test_a_source_longer_than_the_exported_sinusoid_is_refused(tiny_bpe, sinusoid_exports):
+    _, folder = sinusoid_exports["both"]
+    cfg = DecodeConfig(beam_size=1, streams=1)
+    limits = read_position_limits(folder)
+    with pytest.raises(PositionLimitError) as refused:
+        translate_ctranslate2(translator(folder), tiny_bpe, [SOURCES[0], LONG], cfg, limits=limits)
+    n = len(tiny_bpe.encode(LONG)) + 1
+    assert str(refused.value) == (
+        f"line 2: a source of {n} positions is longer than the exported sinusoid table "
+        f"({SINE_ROWS} rows, rpr-nmt-export --max-positions): shorten or split it, or export the "
+        "checkpoint again with a larger --max-positions"
+    )
+    _, decoder_only = sinusoid_exports["decoder"]  # no table in the encoder: no limit there
+    limits = read_position_limits(decoder_only)
+    got = translate_ctranslate2(translator(decoder_only), tiny_bpe, [LONG], cfg, limits=limits)
+    assert len(got[0][0]) <= SINE_ROWS - 1
+
+
+def test_a_sinusoid_export_without_its_rows_is_to_be_exported_again(sinusoid_exports, tmp_path):
+    # A folder rpr-nmt-export wrote before the rows were recorded: its model settings say it has
+    # the sinusoid, its limits none, so it says what to do rather than let CTranslate2 fail.
+    _, folder = sinusoid_exports["both"]
+    old = tmp_path / "old"
+    old.mkdir()
+    info = json.loads((folder / "rpr_nmt_export.json").read_text())
+    del info["position_table"]
+    info["position_limits"] = {"encoder": None, "decoder": None}
+    info["model"] = asdict(tiny_config(**SINUSOID))  # as the command records it
+    (old / "rpr_nmt_export.json").write_text(json.dumps(info))
+    with pytest.raises(ExportError) as stale:
+        read_position_limits(old)
+    assert str(stale.value) == (
+        f"{old / 'rpr_nmt_export.json'} records no rows for its sinusoid table (exported before "
+        "rpr-nmt recorded them): export the checkpoint again with rpr-nmt-export"
+    )
