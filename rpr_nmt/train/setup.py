@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import (
     BatchIterator,
@@ -110,6 +111,7 @@ def check_model_settings(cfg: ModelConfig) -> None:
         d_head=cfg.d_model // cfg.n_heads, absolute_positions=cfg.absolute_positions,
         sinusoidal=cfg.sinusoidal, max_positions=cfg.max_positions,
         relative_positions=cfg.relative_positions, max_relative_position=cfg.max_relative_position,
+        relative_keys=cfg.relative_keys, relative_values=cfg.relative_values,
         share_relative_across_heads=cfg.share_relative_across_heads,
         share_relative_across_layers=cfg.share_relative_across_layers, rope_base=cfg.rope_base,
         rope_dims=cfg.rope_dims, rope_layout=cfg.rope_layout, t5_num_buckets=cfg.t5_num_buckets,
@@ -234,6 +236,39 @@ def resumed_precision(
     else:
         log.info("train.precision=auto: %s, the precision this run trained in", trained_in)
     return trained_in
+
+
+def check_resumed_arithmetic(
+    trained: TrainConfig, precision: str, arithmetic: int, path: Path
+) -> None:
+    """Refuse to continue a run in another arithmetic than its checkpoint's (CheckpointError).
+
+    A run of two arithmetics has trained on other numbers halfway, and every report refuses it
+    (its sessions record "1+2"); nothing mends it afterwards, so the resume is refused before it
+    writes or trains anything. The checkpoint's saved config is what the weights trained with,
+    also for checkpoints written before train.arithmetic existed (they read as 1, as they
+    trained); sessions.jsonl is missing for those and lists sessions that never saved. A change of
+    precision alone passes: fp32 computes the same numbers under either arithmetic.
+
+    Args:
+        trained: the checkpoint's train config (its precision and arithmetic).
+        precision, arithmetic: what this session asks for, precision as it resumes
+            (resumed_precision) and train.arithmetic as given.
+        path: the checkpoint, named in the message.
+    """
+    before = training_arithmetic(trained.arithmetic, trained.precision)
+    now = training_arithmetic(arithmetic, precision)
+    if before == now:
+        return
+    fix = f"train.arithmetic={before}"
+    if before != 1 and precision == "fp32":  # fp32 computes in 1 whatever train.arithmetic says
+        fix += f" train.precision={trained.precision}"
+    raise CheckpointError(
+        f"{path} trained in arithmetic {before} so far ({trained.precision}, train.arithmetic="
+        f"{trained.arithmetic}), and this session would continue in arithmetic {now} ({precision}, "
+        f"train.arithmetic={arithmetic}): no report takes a run of two arithmetics; rerun with "
+        f"{fix}, or train into a new run folder (hydra.run.dir=...)"
+    )
 
 
 def seed_everything(seed: int) -> None:

@@ -45,6 +45,7 @@ from rpr_nmt.train.schedule import Schedule, cooldown_factor
 from rpr_nmt.train.setup import (
     build_optimizer,
     check_job_settings,
+    check_resumed_arithmetic,
     decode_settings,
     load_training_data,
     resumed_precision,
@@ -186,6 +187,7 @@ class Trainer:
             self.requested_precision, self.cfg.precision, state.config.train.precision,
             self.ctx.device, log,
         )  # fmt: skip
+        check_resumed_arithmetic(state.config.train, self.cfg.precision, self.cfg.arithmetic, path)
         if (before := state.config.train.precision) != self.cfg.precision:  # sessions.jsonl too
             log.warning("this run trained in %s and continues in %s from update %d", before,
                         self.cfg.precision, state.step)  # fmt: skip

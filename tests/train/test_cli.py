@@ -123,17 +123,23 @@ def test_a_refused_rerun_leaves_the_runs_record_as_it_was(corpus, cache_dir, tmp
     assert done.returncode == 0, done.stderr[-3000:]
     record = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
     assert set(record) == {"config.yaml", "hydra.yaml", "overrides.yaml"}
+    sessions = (run_dir / "sessions.jsonl").read_bytes()
     sweep = ["-m", *(o for o in args if "hydra." not in o)]
     sweep += [f"hydra.sweep.dir={run_dir.parent}", "hydra.sweep.subdir=one"]
+    # It trained in arithmetic 1 (the default; fp32 or bf16 as train.precision=auto resolves).
+    arithmetic_2 = ("train.precision=bf16", "train.arithmetic=2")
     for refused, why in [
         ([*args, "train.max_steps=2", "model.max_relative_position=2"], "another model config"),
         ([*args, "train.max_steps=2", "positions=rope", "model.rope_dims=3"], "rope_dims=3"),
         ([*sweep, "train.max_steps=2", "model.max_relative_position=2"], "another model config"),
+        ([*args, "train.max_steps=2", *arithmetic_2], "last.pt trained in arithmetic 1 so far"),
     ]:
         done = run_train(refused)
         assert done.returncode == 2, done.stderr[-3000:]
         assert why in done.stderr and "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1
         assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == record
+        assert (run_dir / "sessions.jsonl").read_bytes() == sessions  # no session began
     done = run_train([*args, "train.max_steps=2"])  # a rerun that trains: its record
     assert done.returncode == 0, done.stderr[-3000:]
     assert "train.max_steps=2" in (run_dir / ".hydra" / "overrides.yaml").read_text()

@@ -1,13 +1,18 @@
-"""Exact resume: N updates straight equal N/2 updates, then a rerun extended to N (CPU, fp32)."""
+"""Exact resume: N updates straight equal N/2 updates, then a rerun extended to N (CPU, fp32); a
+resume in another arithmetic is refused."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from rpr_nmt.checkpoint import CheckpointError
+from rpr_nmt.checkpoint import CheckpointError, TrainingState
+from rpr_nmt.config import TrainConfig
 from rpr_nmt.train import train
+from rpr_nmt.train.provenance import read_sessions
+from rpr_nmt.train.setup import check_resumed_arithmetic
 
 from .conftest import compose_config, train_curve
 
@@ -59,3 +64,79 @@ def test_arithmetic_2_resumes_exactly_and_trains_its_own_numbers(corpus, cache_d
     a, b, one = (train_curve(tmp_path / name) for name in ("a", "b", "one"))
     assert a == b and len(a) == 6  # exactly equal, not approximately
     assert a[0] != one[0] and a != one  # the masks differ from the first update on
+
+
+@pytest.mark.parametrize(
+    "trained, now, fix",
+    [
+        (("bf16", 2), ("bf16", 1), "train.arithmetic=2"),
+        (("bf16", 1), ("bf16", 2), "train.arithmetic=1"),
+        (("fp32", 1), ("bf16", 2), "train.arithmetic=1"),  # a precision change that changes it
+        (("fp32", 2), ("bf16", 2), "train.arithmetic=1"),  # fp32 trained in 1 whatever it said
+        (("bf16", 2), ("fp32", 1), "train.arithmetic=2 train.precision=bf16"),
+        (("bf16", 2), ("fp32", 2), "train.arithmetic=2 train.precision=bf16"),
+    ],
+)  # fmt: skip
+def test_a_resume_in_another_arithmetic_is_refused_naming_both_and_the_fix(trained, now, fix):
+    # Probe: bf16 with train.arithmetic=2 resumed with 1 trained on and recorded "1+2", which every
+    # report refuses and nothing mends.
+    path = Path("runs/one/checkpoints/last.pt")
+    saved = TrainConfig(precision=trained[0], arithmetic=trained[1])
+    with pytest.raises(CheckpointError) as refused:
+        check_resumed_arithmetic(saved, *now, path)
+    message = str(refused.value)
+    before, after = (1 if precision == "fp32" else value for precision, value in (trained, now))
+    assert message.startswith(f"{path} trained in arithmetic {before} so far ({trained[0]}, ")
+    assert f"continue in arithmetic {after} ({now[0]}, train.arithmetic={now[1]})" in message
+    assert f"rerun with {fix}, or train into a new run folder" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "trained, now",
+    [
+        (("fp32", 2), ("fp32", 1)),  # fp32 computes the same numbers under either
+        (("fp32", 1), ("fp32", 2)),
+        (("bf16", 1), ("fp32", 2)),  # a precision change alone (warned, recorded)
+        (("fp32", 1), ("bf16", 1)),
+        (("bf16", 2), ("bf16", 2)),
+    ],
+)
+def test_a_resume_in_the_same_arithmetic_passes(trained, now):
+    saved = TrainConfig(precision=trained[0], arithmetic=trained[1])
+    check_resumed_arithmetic(saved, *now, Path("last.pt"))
+
+
+def test_a_checkpoint_from_before_train_arithmetic_trained_in_1():
+    config = {"train": {"precision": "bf16"}}  # no arithmetic key: it trained in 1
+    state = TrainingState.from_dict({"model": {}, "bpe_model": b"", "config": config}, "old.pt")
+    check_resumed_arithmetic(state.config.train, "bf16", 1, Path("old.pt"))
+    with pytest.raises(CheckpointError, match=r"old.pt trained in arithmetic 1 so far \(bf16, "):
+        check_resumed_arithmetic(state.config.train, "bf16", 2, Path("old.pt"))
+
+
+def test_the_trainer_refuses_another_arithmetic_before_it_writes_or_trains(
+    corpus, cache_dir, tmp_path
+):
+    """fp32 trains in 1 (whatever train.arithmetic says): resumed in bf16 with arithmetic 2, the
+    run is refused and left as it was; resumed in fp32 with train.arithmetic=1, it continues."""
+    quiet = ("train.save_every=1", "train.valid_bleu=false", "train.evaluate_at_end=false")
+    run = tmp_path / "run"
+    fp32 = (*quiet, "train.precision=fp32")
+    train(compose_config(corpus, cache_dir, *fp32, "train.arithmetic=2", "train.max_steps=1"), run)
+    files = _contents(run)
+    bf16 = compose_config(corpus, cache_dir, *quiet, "train.precision=bf16", "train.arithmetic=2",
+                          "train.max_steps=2")  # fmt: skip
+    with pytest.raises(CheckpointError) as refused:
+        train(bf16, run)
+    message = str(refused.value)
+    assert message.startswith(f"{run / 'checkpoints' / 'last.pt'} trained in arithmetic 1 so far")
+    assert "rerun with train.arithmetic=1, or train into a new run folder" in message
+    assert _contents(run) == files  # no session line, no checkpoint, no metrics
+    resumed = train(compose_config(corpus, cache_dir, *fp32, "train.max_steps=2"), run)
+    assert resumed["steps"] == 2 and [s["arithmetic"] for s in read_sessions(run)] == [1, 1]
+
+
+def _contents(run: Path) -> dict[Path, bytes]:
+    """Every file of a run folder and its bytes, but the lock file (a refused run takes it too)."""
+    return {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "train.lock"}
