@@ -199,6 +199,7 @@ class Transformer(nn.Module):
             d_head=d_model // n_heads, absolute_positions=absolute_positions,
             sinusoidal=sinusoidal, max_positions=max_positions,
             relative_positions=relative_positions, max_relative_position=relative.k,
+            relative_keys=relative.keys, relative_values=relative.values,
             share_relative_across_heads=relative.share_across_heads,
             share_relative_across_layers=share_relative_across_layers, rope_base=rope_base,
             rope_dims=rope_dims, rope_layout=rope_layout, t5_num_buckets=t5_num_buckets,

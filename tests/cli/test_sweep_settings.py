@@ -41,6 +41,20 @@ def test_a_job_a_run_would_refuse_refuses_the_sweep(order, capsys):
     assert err.endswith("nothing trained: leave that value out of the sweep\n")
 
 
+def test_a_sweep_of_shaws_terms_in_one_stack_is_refused_at_both_off(capsys):
+    # experiment=ablate_terms in the encoder alone: its last job (neither a^K nor a^V) has, like
+    # positions=none, no position method to place.
+    command_line = ["experiment=ablate_terms", "model.positions_in=encoder"]
+    config = multirun_config(command_line, ("experiment=ablate_terms",))
+    with pytest.raises(SystemExit) as refused:
+        RefuseInvalidSweep().on_multirun_start(config)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rpr-nmt-train: error: job 3 of the sweep (model.relative_keys=")
+    assert "model.positions_in=encoder places no position method" in err
+    assert err.count("\n") == 1
+
+
 def test_sweeps_of_valid_settings_pass(capsys):
     for command_line, composed in [
         (["experiment=where_positions", "train.seed=1,2,3"], ("experiment=where_positions",)),

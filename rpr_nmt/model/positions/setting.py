@@ -18,10 +18,11 @@ but make no sense to train; a checkpoint trained with one before these checks st
 
     share_relative_across_heads=true with rope or alibi (no per-head tables to share)
     rope_base inf, max_positions past MAX_POSITIONS, t5_max_distance past int32
+    positions_in=encoder or decoder with Shaw's a^K and a^V both off (no method, as k = 0 is)
 
 Shaw's a^K / a^V toggles are not refused beside another method: with k = 0 they select nothing,
-as they always did. model=transformer_big sets share_relative_across_heads=true (for Shaw), so
-positions=rope, alibi and t5 reset it to false.
+as they always did. model=transformer_big sets
+share_relative_across_heads=true (for Shaw), so positions=rope, alibi and t5 reset it to false.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def position_problem(
     max_positions: int,
     relative_positions: str,
     max_relative_position: int,
+    relative_keys: bool,
+    relative_values: bool,
     share_relative_across_heads: bool,
     share_relative_across_layers: bool,
     rope_base: float,
@@ -73,6 +76,7 @@ def position_problem(
     trainer's check): then the settings of the module docstring's second list are refused too.
     """
     absolute, relative, k = absolute_positions, relative_positions, max_relative_position
+    keys, values = relative_keys, relative_values
     if absolute not in ABSOLUTE_METHODS:
         return f"model.absolute_positions={absolute!r}: use one of {', '.join(ABSOLUTE_METHODS)}"
     if relative not in RELATIVE_METHODS:
@@ -102,11 +106,16 @@ def position_problem(
     if positions_in not in POSITION_STACKS:
         return f"model.positions_in={positions_in!r}: use one of {', '.join(POSITION_STACKS)}"
     switches = dict(absolute_positions=absolute, sinusoidal=sinusoidal, relative_positions=relative)
-    methods = position_methods({**switches, "max_relative_position": k})
+    # Shaw learns no table with k = 0, nor with a^K and a^V both off: the latter is refused to new
+    # runs only, so that a checkpoint trained so before the check still loads.
+    terms = dict(relative_keys=keys, relative_values=values) if new_run else {}
+    methods = position_methods({**switches, "max_relative_position": k, **terms})
     if positions_in != "both" and methods == ("none", "none"):
+        terms_off = relative == "shaw" and k > 0  # k is set, yet neither a^K nor a^V is learnt
+        why = ", model.relative_keys and model.relative_values being false" if terms_off else ""
         return (
             f"model.positions_in={positions_in} places no position method (the model has "
-            "none): leave it at both, or choose a method (positions=...)"
+            f"none{why}): leave it at both, or choose a method (positions=...)"
         )
     if share_relative_across_layers and relative in ("rope", "alibi"):
         return (

@@ -61,6 +61,23 @@ def test_nonsense_is_refused_in_one_line_naming_the_keys(fields, message):
         assert message in text and "\n" not in text
 
 
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_shaw_with_both_terms_off_places_no_position_method(stack):
+    # Probe: k = 16 with a^K and a^V both off learns no table, a model with no position method,
+    # yet model.positions_in=encoder was accepted, where positions=none is refused.
+    # A checkpoint trained so before the check still loads (a new run only is refused).
+    terms_off = dict(relative_keys=False, relative_values=False, positions_in=stack)
+    _refused_for_a_new_run_only(
+        terms_off,
+        f"model.positions_in={stack} places no position method (the model has none, "
+        "model.relative_keys and model.relative_values being false)",
+    )
+    for kept in (dict(relative_keys=True), dict(relative_values=True), dict(positions_in="both")):
+        cfg = ModelConfig(**{**TINY, **terms_off, **kept})  # one term, or both stacks: fine
+        check_model_settings(cfg)
+        build_model(cfg, vocab_size=10, pad_id=0)
+
+
 @pytest.mark.parametrize(
     "fields,methods",
     [
