@@ -179,7 +179,6 @@ def save_checkpoint(state: TrainingState, path: str | Path) -> Path:
             torch.save(state.to_dict(), f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
@@ -193,12 +192,6 @@ def save_checkpoint(state: TrainingState, path: str | Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> TrainingState:

@@ -4,7 +4,9 @@ Every file is written through a temporary file in its own folder and renamed int
 entry made of several files (an encoded corpus) is written into a temporary folder that is renamed
 as a whole. The temporary's name says who writes it (`.NAME.owner=HOST=PID=RANDOM.tmp`), so that a
 process starting later can remove what a killed writer left behind without touching a file that a
-live process (another job of the same sweep, sharing the cache) is still writing.
+live process (another job of the same sweep, sharing the cache) is still writing. Temporaries
+get the mode open() and mkdir() would give (usual_mode), not mkstemp's private one, so that a
+teammate sharing the cache or a run folder can read what is installed.
 """
 
 from __future__ import annotations
@@ -36,14 +38,29 @@ def _owned_prefix(target: Path) -> str:
     return f".{target.name}.owner={socket.gethostname()}={os.getpid()}="
 
 
+def usual_mode(folder: bool = False) -> int:
+    """The mode open() (0o666) or mkdir() (0o777) gives a new file or folder under this process's
+    umask: mkstemp and mkdtemp create theirs private (0600, 0700), and renamed into place they
+    would lock a teammate sharing the cache (RPR_NMT_CACHE) or a run folder out."""
+    mask = os.umask(0)  # the umask can only be read by setting it
+    os.umask(mask)
+    return (0o777 if folder else 0o666) & ~mask
+
+
 def owned_temporary(target: Path) -> tuple[int, str]:
-    """Create the temporary file that will become `target`: (open descriptor, path)."""
-    return tempfile.mkstemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent)
+    """Create the temporary file that will become `target`, with the usual mode (usual_mode):
+    (open descriptor, path)."""
+    fd, path = tempfile.mkstemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, usual_mode())
+    return fd, path
 
 
 def owned_temporary_folder(target: Path) -> Path:
-    """Create the temporary folder that will become the folder `target`, named like the files."""
-    return Path(tempfile.mkdtemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent))
+    """Create the temporary folder that will become the folder `target`, named like the files,
+    with the usual mode (usual_mode)."""
+    path = Path(tempfile.mkdtemp(prefix=_owned_prefix(target), suffix=".tmp", dir=target.parent))
+    path.chmod(usual_mode(folder=True))
+    return path
 
 
 def _process_alive(pid: int) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
+import stat
 from dataclasses import asdict, replace
 
 import pytest
@@ -130,3 +132,12 @@ def test_resuming_another_model_or_bpe_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="another BPE model"):
         state.check_resumable(state.config, "def", tmp_path / "last.pt")
     state.check_resumable(state.config, "abc", tmp_path / "last.pt")  # the same run: fine
+
+
+def test_a_checkpoint_gets_the_mode_of_the_umask(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        save_checkpoint(small_state(), tmp_path / "last.pt")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "last.pt").stat().st_mode) == 0o640

@@ -1,19 +1,27 @@
-"""Temporary files of the caches: named after their writer, removed only once it is gone."""
+"""Temporary files of the caches: named after their writer, removed only once it is gone, and
+installed with the mode of the umask."""
 
 from __future__ import annotations
 
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from rpr_nmt.data.cache import (
     STALE_AFTER_SECONDS,
     atomic_write,
+    install_folder,
     owned_temporary,
+    owned_temporary_folder,
     remove_stale_temporaries,
 )
+from rpr_nmt.train.monitor import write_summary
 
 
 def dead_pid() -> int:
@@ -50,3 +58,23 @@ def test_atomic_writes_name_their_writer_and_leave_nothing_behind(tmp_path):
     os.unlink(name)
     atomic_write(tmp_path / "y.bin", b"data")
     assert [p.name for p in tmp_path.iterdir()] == ["y.bin"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_installed_files_and_folders_get_the_mode_of_the_umask(tmp_path, umask):
+    # Probe: train_summary.json and the cached BPE model were 0600 (mkstemp's mode) where every
+    # other file was 0644, and a teammate sharing RPR_NMT_CACHE or a run folder could not read them.
+    previous = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "bpe" / "tiny-v0.model", b"model")
+        write_summary(tmp_path / "train_summary.json", {"steps": 1})
+        install_folder(owned_temporary_folder(tmp_path / "corpus"), tmp_path / "corpus")
+    finally:
+        os.umask(previous)
+    for name in ("bpe/tiny-v0.model", "train_summary.json"):
+        assert _mode(tmp_path / name) == 0o666 & ~umask, name
+    assert _mode(tmp_path / "corpus") == 0o777 & ~umask
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
