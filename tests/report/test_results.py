@@ -194,14 +194,19 @@ def run_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+def collected(published, tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
+    """(sweep, results folder, its files): the example's sweep collected once."""
+    sweep, _, _ = published
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    return sweep, results, run_files(results)
+
+
 def test_collect_refuses_another_run_under_a_collected_runs_name(published, tmp_path, capsys):
     # Probe 2026-11-29: where_positions and where_positions_lengths name their runs alike (the
     # cap is the experiment's, not an override): the second collection overwrote the first's
     # runs without a word, and the report then paired capped rows with uncapped ones.
-    sweep, _, _ = published
-    results = tmp_path / "results" / "demo"
-    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
-    before = run_files(results)
+    sweep, results, before = collected(published, tmp_path)
     capped = tmp_path / "runs" / "sweeps" / "capped"
     shutil.copytree(sweep, capped, symlinks=True)
     for config in capped.rglob(".hydra/config.yaml"):
@@ -222,9 +227,7 @@ def test_collecting_a_run_again_replaces_its_files(published, tmp_path):
     # The same run collected again after more updates replaces its copy; a file the run no longer
     # has does not outlive it beside the new summary (the probe found a run's summary next to
     # another's hyp_valid.txt and eval_valid.json).
-    sweep, _, _ = published
-    results = tmp_path / "results" / "demo"
-    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    sweep, results, _ = collected(published, tmp_path)
     run = sweep / "model.max_relative_position=16,train.seed=1"
     (run / "hyp_valid.txt").unlink()
     config = run / ".hydra" / "config.yaml"
@@ -239,10 +242,7 @@ def test_collecting_a_run_again_replaces_its_files(published, tmp_path):
 def test_collect_refuses_runs_of_another_arithmetic(published, tmp_path, capsys):
     # Probe 2026-11-29: a run of train.arithmetic=2 collected beside arithmetic-1 runs exited 0;
     # every report of the folder was then refused, and its earlier verdicts stayed behind.
-    sweep, _, _ = published
-    results = tmp_path / "results" / "demo"
-    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
-    before = run_files(results)
+    sweep, results, before = collected(published, tmp_path)
     other = tmp_path / "runs" / "sweeps" / "arithmetic2"
     run = sweep / "model.max_relative_position=16,train.seed=1"
     shutil.copytree(run, other / "seed3", symlinks=True)
