@@ -28,8 +28,12 @@ CHUNK_PAIRS = 50_000  # pairs per chunk: ~10 MB of text, ~70 MB while sentencepi
 Chunks = Iterator[tuple[list[str], list[str]]]
 
 
-def local_path(root: str | Path, split: str, lang: str) -> Path:
+def local_path(root: str | Path, split: str, lang: str, *, hub_dataset: str = "") -> Path:
     """The file of one side of a local split: `{root}/{split}.{lang}`, else the same + `.gz`.
+
+    Args:
+        hub_dataset: data.hub_dataset; when set, the message offers data.source=hub as well (a
+            corpus without one, such as data=local, has only data.root to mend).
 
     Raises:
         DataError: neither exists; the message names both expected paths and how to point at the
@@ -40,8 +44,9 @@ def local_path(root: str | Path, split: str, lang: str) -> Path:
         if candidate.is_file():
             return candidate
     raise DataError(
-        f"missing data file for split '{split}' ({lang}): expected {plain} or {plain}.gz. "
-        "Set RPR_NMT_DATA or data.root to the folder holding the corpus, or use data.source=hub."
+        f"missing data file for split '{split}' ({lang}): expected {plain} or {plain}.gz; "
+        "set data.root to the folder holding the corpus"
+        + (f", or use data.source=hub ({hub_dataset})" if hub_dataset else "")
     )
 
 
@@ -167,14 +172,14 @@ def iter_parallel_text(data_cfg: DataConfig, split: str, chunk_pairs: int = CHUN
     limit = cfg.max_train_pairs if split == TRAIN else None
     done = 0
     for name in _split_names(cfg, split):
-        if limit is not None and done >= limit:
-            break
+        if limit is not None and done >= limit and source == "hub":
+            break  # local splits past the cap are still read to compare their sides' line counts
         left = None if limit is None else limit - done
         if source == "hub":
             chunks = iter_hub_chunks(cfg, name, left, chunk_pairs)
         else:
-            src_path = local_path(cfg.root, name, cfg.src_lang)
-            tgt_path = local_path(cfg.root, name, cfg.tgt_lang)
+            src_path = local_path(cfg.root, name, cfg.src_lang, hub_dataset=cfg.hub_dataset)
+            tgt_path = local_path(cfg.root, name, cfg.tgt_lang, hub_dataset=cfg.hub_dataset)
             chunks = read_aligned(
                 src_path, tgt_path, split=name, chunk_pairs=chunk_pairs, limit=left
             )
@@ -221,7 +226,7 @@ def source_fingerprint(data_cfg: DataConfig, split: str) -> str:
             h.update(repr(hub).encode())
             continue
         for lang in (data_cfg.src_lang, data_cfg.tgt_lang):
-            path = local_path(data_cfg.root, name, lang)
+            path = local_path(data_cfg.root, name, lang, hub_dataset=data_cfg.hub_dataset)
             h.update(f"{name}.{lang}|".encode())
             with open(path, "rb") as f:
                 for chunk in iter(lambda f=f: f.read(1 << 20), b""):

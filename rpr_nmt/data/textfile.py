@@ -9,10 +9,11 @@ taken from it.
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from rpr_nmt.data.errors import DataError
 
@@ -72,15 +73,24 @@ class LineReader:
         return out
 
     def count_all(self) -> int:
-        """Lines in the whole file: those taken so far plus the rest, which this reads and drops."""
-        while self.take(1 << 20):
-            pass
+        """Lines in the whole file: those taken so far plus the rest, which this reads and drops.
+
+        The rest is counted in its bytes, not decoded: a line-count check over a capped corpus
+        reads it whole, and lines past the cap are never used as text.
+        """
+        n = self.taken + len(self._lines) - self._next
+        open_line = bool(self._rest)  # bytes after the last newline: one more line at the end
+        while block := self._read():
+            n += block.count(b"\n")
+            open_line = not block.endswith(b"\n") if b"\n" in block else open_line or bool(block)
+        self.taken = n + open_line
+        self._lines, self._next, self._rest = [], 0, b""
         return self.taken
 
     def _read(self) -> bytes:
         try:
             return self._file.read(self.block_bytes)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error: a corrupt .gz (a flipped byte)
             raise DataError(f"cannot read {self.path}: {e}") from e
 
     def _fill(self) -> bool:
@@ -142,20 +152,28 @@ def read_aligned(
 ) -> Iterator[tuple[list[str], list[str]]]:
     """Aligned chunks of two line-aligned files, at most chunk_pairs lines each, up to limit lines.
 
+    The files' full line counts are compared even when limit stops the reading early: a side
+    missing one line shifts every pair after it, capped or not.
+
     Raises:
-        DataError: a file is missing or unreadable, or the files differ in line count (checked as
-            far as they are read: up to limit lines).
+        DataError: a file is missing or unreadable, or the files differ in line count.
     """
     with LineReader(src_path) as src, LineReader(tgt_path) as tgt:
         while limit is None or src.taken < limit:
             n = chunk_pairs if limit is None else min(chunk_pairs, limit - src.taken)
             s, t = src.take(n), tgt.take(n)
             if len(s) != len(t):
-                raise DataError(
-                    f"split '{split}' is not line-aligned: {src_path} has {src.count_all()} lines "
-                    f"but {tgt_path} has {tgt.count_all()}; fix the files so that line i of one "
-                    "translates line i of the other"
-                )
+                _misaligned(split, src_path, src.count_all(), tgt_path, tgt.count_all())
             if not s:
                 return
             yield s, t
+        n_src, n_tgt = src.count_all(), tgt.count_all()  # capped: the lines past limit, counted
+        if n_src != n_tgt:
+            _misaligned(split, src_path, n_src, tgt_path, n_tgt)
+
+
+def _misaligned(split: str, src_path: Path, n_src: int, tgt_path: Path, n_tgt: int) -> NoReturn:
+    raise DataError(
+        f"split '{split}' is not line-aligned: {src_path} has {n_src} lines but {tgt_path} has "
+        f"{n_tgt}; fix the files so that line i of one translates line i of the other"
+    )

@@ -63,7 +63,51 @@ def test_missing_file_names_expected_paths(make_cfg, tmp_path):
     msg = str(e.value)
     root = tmp_path / "corpus"
     assert str(root / "valid.en") in msg and str(root / "valid.en.gz") in msg
-    assert "RPR_NMT_DATA" in msg and "data.root" in msg and "data.source=hub" in msg
+    assert "data.root" in msg and "\n" not in msg
+    assert "data.source=hub" not in msg  # data=local has no hub dataset to fall back on
+    with pytest.raises(DataError, match=r"or use data.source=hub \(bentrevett/multi30k\)"):
+        read_parallel_text(make_cfg(hub_dataset="bentrevett/multi30k"), "valid")
+
+
+@pytest.mark.parametrize("cap", [2, 4, 5])
+def test_a_capped_corpus_with_a_side_one_line_short_is_refused(make_cfg, tmp_path, cap):
+    # Compared only up to data.max_train_pairs, a train.de missing line 3 passed, and every
+    # pair after it was shifted by one.
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["a", "b", "c", "d", "e", "f"])
+    write_lines(root / "train.de.gz", ["A", "B", "D", "E", "F"])
+    with pytest.raises(DataError, match=r"train\.en has 6 lines but .*train\.de\.gz has 5"):
+        read_parallel_text(make_cfg(max_train_pairs=cap), "train")
+
+
+def test_a_split_past_the_cap_is_still_checked_for_alignment(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["a", "b"])
+    write_lines(root / "train.de", ["A", "B"])
+    write_lines(root / "extra.en", ["c", "d"])
+    write_lines(root / "extra.de", ["C"])
+    cfg = make_cfg(train_splits=["train", "extra"], max_train_pairs=2)
+    with pytest.raises(DataError, match=r"split 'extra' is not line-aligned"):
+        read_parallel_text(cfg, "train")
+
+
+def test_a_capped_aligned_corpus_still_reads(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["a", "b", "c"])
+    (root / "train.de").write_bytes(b"A\nB\nC")  # no newline after the last line
+    assert read_parallel_text(make_cfg(max_train_pairs=2), "train") == (["a", "b"], ["A", "B"])
+
+
+def test_a_corrupt_gz_is_a_one_line_data_error(make_cfg, tmp_path):
+    root = tmp_path / "corpus"
+    write_lines(root / "train.en", ["a man.", "the dog."] * 50)
+    path = write_lines(root / "train.de.gz", ["ein mann.", "der hund."] * 50)
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF  # the deflate stream's first byte: zlib.error, not a CRC mismatch
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"^cannot read .*train\.de\.gz: ") as e:
+        read_parallel_text(make_cfg(), "train")
+    assert "\n" not in str(e.value)
 
 
 def _hub_folder(tmp_path: Path, schema: str) -> Path:
