@@ -18,17 +18,21 @@ from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import (
     BatchIterator,
+    DataError,
     EncodedCorpus,
     Ragged,
     Tokenizer,
     prepare_data,
     read_parallel_text,
 )
+from rpr_nmt.data.sources import local_path
 from rpr_nmt.model.positions import position_problem
 from rpr_nmt.precision import bf16_support, resolve_precision
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.errors import SettingsError
 from rpr_nmt.train.step import autocast_factory, check_arithmetic
+
+MAX_SEED = 2**32 - 1  # np.random.seed takes 0..2**32-1
 
 
 def check_settings(cfg: TrainConfig) -> None:
@@ -63,6 +67,8 @@ def check_settings(cfg: TrainConfig) -> None:
         raise SettingsError(
             f"train.max_time_minutes={cfg.max_time_minutes} must be above 0 (null = no limit)"
         )
+    if not 0 <= cfg.seed <= MAX_SEED:  # numpy's seed range: found only after data preparation
+        raise SettingsError(f"train.seed={cfg.seed} must be in [0, {MAX_SEED}]")
 
 
 def _check_numbers(cfg: TrainConfig) -> None:
@@ -76,6 +82,22 @@ def _check_numbers(cfg: TrainConfig) -> None:
         if value is not None and math.isnan(value):
             off = "0 = off" if key == "clip_norm" else "null = no limit"
             raise SettingsError(f"train.{key}=nan is not a number: set a number ({off})")
+
+
+def check_data_settings(cfg: DataConfig) -> None:
+    """Refuse data settings that compose but silently do something else: NaN passes every range
+    check (a NaN max_length_ratio turned the ratio filter off), and a cap below one pair was
+    reported as an empty training set blamed on the length filter."""
+    if math.isnan(cfg.max_length_ratio):  # inf stays allowed: it means no ratio filter
+        raise SettingsError("data.max_length_ratio=nan is not a number: set a number, e.g. 3.0")
+    if not math.isfinite(cfg.bpe_character_coverage):
+        raise SettingsError(
+            f"data.bpe_character_coverage={cfg.bpe_character_coverage} must be a finite number"
+        )
+    if cfg.max_train_pairs is not None and cfg.max_train_pairs < 1:
+        raise SettingsError(
+            f"data.max_train_pairs={cfg.max_train_pairs} must be at least 1 (null = all pairs)"
+        )
 
 
 def check_longest_pair_fits(config: TrainJobConfig) -> None:
@@ -129,6 +151,7 @@ def check_job_settings(config: TrainJobConfig) -> None:
         SettingsError: the first setting refused, named in one line.
     """
     check_settings(config.train)
+    check_data_settings(config.data)
     check_model_settings(config.model)
     check_longest_pair_fits(config)
 
@@ -163,18 +186,55 @@ def check_learned_table_fits(
     )
 
 
-def check_test_split_fits(config: TrainJobConfig, tokenizer: Tokenizer) -> None:
+def check_evaluated_splits(
+    config: TrainJobConfig, splits: Mapping[str, EncodedCorpus]
+) -> list[str] | None:
+    """Refuse, before training, a valid split without pairs and (with train.evaluate_at_end) a
+    test split that is missing, unreadable or empty. Found later, an empty valid split gave a
+    validation loss of 0.0 that fixed best.pt at once (or crashed validation BLEU), and a bad
+    test split ended every run, and every rerun, without a summary.
+
+    Returns:
+        The test split's sources, or None with train.evaluate_at_end off.
+
+    Raises:
+        DataError: the split refused and the way out, in one line.
+    """
+    data = config.data
+    if len(splits[data.valid_split]) == 0:
+        raise DataError(
+            f"validation split '{data.valid_split}' ({_where(data, data.valid_split)}) has no "
+            "pairs: set data.valid_split to a split with pairs"
+        )
+    if not config.train.evaluate_at_end:
+        return None
+    way_out = "set data.test_split to a readable split with pairs, or train.evaluate_at_end=false"
+    try:
+        sources, _ = read_parallel_text(data, data.test_split)
+    except DataError as e:
+        raise DataError(f"test split '{data.test_split}': {e}; {way_out}") from e
+    if not sources:
+        raise DataError(
+            f"test split '{data.test_split}' ({_where(data, data.test_split)}) has no pairs "
+            f"for the evaluation at the end of training: {way_out}"
+        )
+    return sources
+
+
+def _where(data: DataConfig, split: str) -> str:
+    """The files (or hub split) of a split that exists, for a message."""
+    if data.source == "hub":
+        return f"hub dataset {data.hub_dataset!r}, split {(data.hub_splits or {}).get(split)}"
+    paths = [local_path(data.root, split, lang) for lang in (data.src_lang, data.tgt_lang)]
+    return f"{paths[0]} and {paths[1]}"
+
+
+def check_test_split_fits(config: TrainJobConfig, tokenizer: Tokenizer, sources: list[str]) -> None:
     """Refuse, before training, a learned encoder table shorter than a test source that the
-    evaluation at the end of training would decode (SettingsError naming its line). The test
-    split is read only then; one that cannot be read is left to that evaluation to name."""
-    from rpr_nmt.data import DataError
+    evaluation at the end of training would decode (SettingsError naming its line)."""
     from rpr_nmt.train.validation import check_evaluated_sources_fit, encoder_table_rows
 
-    if not config.train.evaluate_at_end or encoder_table_rows(config.model) is None:
-        return
-    try:
-        sources, _ = read_parallel_text(config.data, config.data.test_split)
-    except DataError:
+    if encoder_table_rows(config.model) is None:
         return
     check_evaluated_sources_fit(config, tokenizer, config.data.test_split, sources, run_dir=None)
 
@@ -321,10 +381,12 @@ def load_training_data(
     )
     if ctx.is_main:
         ctx.barrier()
+    test_sources = check_evaluated_splits(config, data.splits)
     check_learned_table_fits(config.model, data_cfg, data.splits)
     tok = data.tokenizer
-    if not (run_dir / "checkpoints" / "last.pt").exists():  # a new run: refused before training
-        check_test_split_fits(config, tok)
+    new_run = not (run_dir / "checkpoints" / "last.pt").exists()
+    if new_run and test_sources is not None:  # refused before training
+        check_test_split_fits(config, tok, test_sources)
     batching = dict(
         max_tokens=cfg.max_tokens, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
         seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size,
