@@ -257,16 +257,36 @@ class BatchIterator:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The position: the next batch is number `position` of epoch `epoch` on this rank."""
+        """The position: the next batch is number `position` of epoch `epoch` on this rank.
+
+        `position` counts this rank's batches, every world_size-th of the epoch's order, so it
+        means nothing without the world size it was counted in: that is saved with it.
+        """
         return {
             "epoch": self.epoch,
             "position": self.position,
             "seed": self.seed,
             "n_batches": len(self.batches),
+            "world_size": self.world_size,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a state_dict(); needs the same corpus, max_tokens and seed."""
+        """Continue from a state_dict(); needs the same corpus, max_tokens, seed and world size.
+
+        Another world size is refused rather than converted: the ranks' shares of an epoch are
+        interleaved and each epoch drops len(self.batches) % world_size batches, so a position
+        counted in one world size rarely maps onto another without training some batches twice
+        and skipping others. A state without "world_size" (saved before it was recorded) is
+        taken as saved in this world size, as it was then.
+        """
+        saved_world = int(state.get("world_size", self.world_size))
+        if saved_world != self.world_size:
+            raise DataError(
+                f"cannot resume the batch order: saved by {saved_world} processes, now "
+                f"{self.world_size}; resume with the same number of processes "
+                f"(torchrun --nproc_per_node {saved_world}"
+                + (", or without torchrun)" if saved_world == 1 else ")")
+            )
         if (
             state.get("n_batches", len(self.batches)) != len(self.batches)
             or state.get("seed", self.seed) != self.seed

@@ -1,7 +1,10 @@
 """SIGINT and SIGTERM ask training to stop: the update ends, a checkpoint is saved, the run ends.
 
 A second signal of the same kind restores the default behaviour (a second Ctrl-C interrupts at
-once). The previous handlers come back when the context exits: multirun jobs share one process.
+once). A signal of the other kind is one more request to stop: SIGTERM after Ctrl-C (a time limit,
+docker stop, a preempted SLURM job) still lets the update finish and the checkpoint be written,
+instead of losing every update since the last save. The previous handlers come back when the
+context exits: multirun jobs share one process.
 A stop file shares the request between the jobs of a sweep (rpr_nmt.cli.sweep_stop): its existence
 asks to stop as a signal does, and a signal received here creates it.
 """
@@ -38,6 +41,7 @@ class StopSignals:
         self.signalled = False
         self.stop_file = stop_file
         self._previous: dict[int, Any] = {}
+        self._received: set[int] = set()  # the kinds seen: only a repeated kind acts at once
 
     @property
     def requested(self) -> bool:
@@ -51,9 +55,13 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if self.signalled:  # second signal: give the default behaviour back
+        if signum in self._received:  # second signal of this kind: give the default back
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
             signal.raise_signal(signum)
+            return
+        self._received.add(signum)
+        if self.signalled:  # the other kind: already stopping, the save must still happen
+            log.warning("%s received: already stopping, still saving a checkpoint first", name)
             return
         self.signalled = True
         log.warning("%s received: finishing this update, saving a checkpoint, then stopping", name)
@@ -64,3 +72,4 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        self._received.clear()

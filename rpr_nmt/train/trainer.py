@@ -196,7 +196,7 @@ class Trainer:
         self.optimizer.load_state_dict(state.optimizer)
         if self.scaler is not None and state.scaler:
             self.scaler.load_state_dict(state.scaler)
-        self.train_iterator.load_state_dict(state.data_state)
+        self.train_iterator.load_state_dict(_data_state(state.data_state, state.rng_per_rank))
         rng.restore_rng(state.rng_per_rank, self.ctx)
         if self.ema is not None and state.ema is not None:
             self.ema.load_state_dict(state.ema)
@@ -393,6 +393,14 @@ class Trainer:
             write_summary(self.run_dir / "train_summary.json", summary)
             log.info("summary: %s", {k: summary[k] for k in list(summary)[:8]})
         return summary
+
+
+def _data_state(data_state: dict[str, Any], rng_per_rank: list[Any]) -> dict[str, Any]:
+    """The iterator state with its world size: checkpoints from before the iterator recorded it
+    still hold one random state per rank, which says how many processes counted its position."""
+    if "world_size" in data_state or not rng_per_rank:
+        return data_state
+    return {**data_state, "world_size": len(rng_per_rank)}
 
 
 __all__ = ["CheckpointError", "DivergenceError", "SettingsError", "StopRequest", "Trainer", "train"]

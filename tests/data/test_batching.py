@@ -99,6 +99,35 @@ def test_resume_gives_the_same_batches():
         _iterator(corpus, seed=2).load_state_dict(state)
 
 
+@pytest.mark.parametrize(("saved", "now"), [(2, 1), (1, 2)])
+def test_a_resume_in_another_world_size_is_refused_naming_both(saved, now):
+    """Positions count batches per rank: rank 0 of 2 at position 10 has dealt perm[0:20] over both
+    ranks, and one process taking position 10 would train perm[10:20] twice (1 -> 2 skips)."""
+    corpus = _corpus()
+    it = _iterator(corpus, rank=0, world_size=saved)
+    list(itertools.islice(iter(it), 10))
+    state = it.state_dict()
+    resumed = _iterator(corpus, rank=0, world_size=now)
+    with pytest.raises(DataError) as refused:
+        resumed.load_state_dict(state)
+    message = str(refused.value)
+    assert f"saved by {saved} processes, now {now}" in message
+    assert f"resume with the same number of processes (torchrun --nproc_per_node {saved}" in message
+    assert "\n" not in message
+    assert (resumed.epoch, resumed.position) == (0, 0)  # left as it was
+    assert state["world_size"] == saved
+
+
+def test_a_state_from_before_the_world_size_was_saved_resumes_as_before():
+    corpus = _corpus()
+    it = _iterator(corpus, rank=1, world_size=2)
+    list(itertools.islice(iter(it), 10))
+    state = {k: v for k, v in it.state_dict().items() if k != "world_size"}
+    resumed = _iterator(corpus, rank=1, world_size=2)
+    resumed.load_state_dict(state)
+    assert next(iter(resumed)).ids.tolist() == next(iter(it)).ids.tolist()
+
+
 def test_long_pair_gets_its_own_batch_and_too_few_batches_fail():
     corpus = EncodedCorpus(Ragged.from_lists([[5] * 50, [6]]), Ragged.from_lists([[7], [8]]))
     sizes = sorted(len(b) for b in _iterator(corpus, shuffle=False, max_tokens=20))

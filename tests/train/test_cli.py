@@ -1,9 +1,15 @@
 """rpr-nmt-train end to end on a tiny corpus: run-dir artifacts, checkpoints, errors, and
-rpr-nmt-average. (Stopping on SIGTERM is tested in-process in test_trainer.py.)"""
+rpr-nmt-average. (Stopping on SIGTERM is tested in-process in test_trainer.py; here only Ctrl-C
+followed by SIGTERM, which must still save.)"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,7 @@ import torch
 from rpr_nmt.checkpoint import load_checkpoint
 from rpr_nmt.cli import average
 
-from .conftest import run_train, tiny_overrides
+from .conftest import REPO, run_train, tiny_overrides
 
 STEPS = 8
 SUMMARY_KEYS = {
@@ -148,3 +154,36 @@ def test_a_refused_rerun_leaves_the_runs_record_as_it_was(corpus, cache_dir, tmp
     done = run_train(tiny_overrides(corpus, cache_dir, fresh, *bad))
     assert done.returncode == 2 and not (fresh / ".hydra").exists()
     assert not fresh.exists()  # nor a folder of its lock and an empty log (probe F7)
+
+
+def test_sigterm_after_ctrl_c_still_saves_the_last_update(corpus, cache_dir, tmp_path):
+    """Ctrl-C, then SIGTERM (a time limit, docker stop, SLURM preemption) before the update ends:
+    the run finishes the update, saves it and exits 130, instead of dying with nothing saved."""
+    run_dir = tmp_path / "run"
+    quiet = ("train.valid_bleu=false", "train.evaluate_at_end=false", "train.save_every=100000")
+    args = tiny_overrides(corpus, cache_dir, run_dir, "train.max_steps=100000", *quiet)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    env.pop("RANK", None)
+    env.pop("WORLD_SIZE", None)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "rpr_nmt.cli.train", *args], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        metrics = run_dir / "metrics.jsonl"
+        for _ in range(900):  # until training is under way (the handlers are installed)
+            if metrics.exists() and metrics.read_text().count('"kind": "train"') >= 2:
+                break
+            if job.poll() is not None:
+                break
+            time.sleep(0.2)
+        job.send_signal(signal.SIGINT)
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=180)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 130, stderr[-3000:]
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert summary["stopped_by"] == "signal"
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt").step == summary["steps"] > 0

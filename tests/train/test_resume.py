@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from rpr_nmt.checkpoint import CheckpointError, TrainingState
 from rpr_nmt.config import TrainConfig
+from rpr_nmt.data import DataError
 from rpr_nmt.train import train
 from rpr_nmt.train.provenance import read_sessions
 from rpr_nmt.train.setup import check_resumed_arithmetic
@@ -135,6 +137,47 @@ def test_the_trainer_refuses_another_arithmetic_before_it_writes_or_trains(
     assert _contents(run) == files  # no session line, no checkpoint, no metrics
     resumed = train(compose_config(corpus, cache_dir, *fp32, "train.max_steps=2"), run)
     assert resumed["steps"] == 2 and [s["arithmetic"] for s in read_sessions(run)] == [1, 1]
+
+
+@pytest.mark.parametrize("saved_as", ["recorded", "before_it_was_recorded"])
+def test_the_trainer_refuses_another_world_size_before_it_writes_or_trains(
+    corpus, cache_dir, tmp_path, saved_as
+):
+    """A checkpoint of 2 processes resumed by 1 would train some batches twice: refused, and the
+    run left as it was. Older checkpoints' iterator states lack the world size; their one random
+    state per rank still tells it."""
+    quiet = ("train.save_every=1", "train.valid_bleu=false", "train.evaluate_at_end=false")
+    run = tmp_path / "run"
+    train(compose_config(corpus, cache_dir, *quiet, "train.max_steps=1"), run)
+    last = run / "checkpoints" / "last.pt"
+    state = torch.load(last, weights_only=True)
+    if saved_as == "recorded":
+        state["data_state"]["world_size"] = 2
+    else:
+        state["data_state"].pop("world_size", None)
+        state["rng_per_rank"] = state["rng_per_rank"] * 2
+    torch.save(state, last)
+    files = _contents(run)
+    with pytest.raises(DataError) as refused:
+        train(compose_config(corpus, cache_dir, *quiet, "train.max_steps=2"), run)
+    message = str(refused.value)
+    assert "saved by 2 processes, now 1" in message
+    assert "resume with the same number of processes (torchrun --nproc_per_node 2)" in message
+    assert _contents(run) == files  # no session line, no checkpoint, no metrics
+
+
+def test_an_iterator_state_without_a_world_size_resumes_in_the_same_one(
+    corpus, cache_dir, tmp_path
+):
+    quiet = ("train.save_every=1", "train.valid_bleu=false", "train.evaluate_at_end=false")
+    run = tmp_path / "run"
+    train(compose_config(corpus, cache_dir, *quiet, "train.max_steps=1"), run)
+    last = run / "checkpoints" / "last.pt"
+    state = torch.load(last, weights_only=True)
+    state["data_state"].pop("world_size", None)
+    torch.save(state, last)
+    resumed = train(compose_config(corpus, cache_dir, *quiet, "train.max_steps=2"), run)
+    assert resumed["steps"] == 2 and resumed["session_steps"] == 1
 
 
 def _contents(run: Path) -> dict[Path, bytes]:
