@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -65,7 +66,13 @@ def _drain(sentences: list[str]) -> Iterator[str]:
         yield sentences.pop()
 
 
-def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: float) -> bytes:
+def train_bpe(
+    sentences: Sequence[str],
+    *,
+    vocab_size: int,
+    character_coverage: float,
+    sample_sentences: int | None = None,
+) -> bytes:
     """Train a sentencepiece BPE model with the fixed special ids.
 
     Args:
@@ -73,13 +80,16 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
             model). A list is emptied while sentencepiece reads it.
         vocab_size: pieces in the model, specials included.
         character_coverage: sentencepiece character_coverage (1.0 for Latin scripts).
+        sample_sentences: data.bpe_sample_sentences, named in the advice when given.
 
     Returns:
         The serialized model.
 
     Raises:
-        DataError: sentencepiece rejects the input, e.g. vocab_size too large for a tiny corpus.
+        DataError: a setting out of range, or sentencepiece rejects the input (e.g. vocab_size
+            too large for a tiny corpus), with the setting to change.
     """
+    check_bpe_values(vocab_size, character_coverage, sample_sentences)
     model, count = io.BytesIO(), len(sentences)
     try:
         spm.SentencePieceTrainer.train(
@@ -100,12 +110,68 @@ def train_bpe(sentences: Sequence[str], *, vocab_size: int, character_coverage: 
             minloglevel=2,
         )
     except RuntimeError as e:
+        reason = " ".join(str(e).split()).rstrip(". ")
+        advice = _advice(reason, count, vocab_size, sample_sentences)
         raise DataError(
             f"sentencepiece BPE training failed on {count} sentences with "
-            f"vocab_size={vocab_size}: "
-            f"{e}. For a small corpus lower data.vocab_size."
+            f"vocab_size={vocab_size}: {advice} (sentencepiece: {reason})"
         ) from e
     return model.getvalue()
+
+
+# sentencepiece's own limits (trainer_interface.cc): character_coverage in [0.98, 1]; sentences
+# longer than max_sentence_length bytes are skipped.
+MIN_CHARACTER_COVERAGE = 0.98
+MAX_SENTENCE_BYTES = 4192
+
+
+def check_bpe_values(
+    vocab_size: int, character_coverage: float, sample_sentences: int | None = None
+) -> None:
+    """Refuse BPE settings that sentencepiece would reject (DataError naming the setting)."""
+    if vocab_size <= 0:
+        raise DataError(f"data.vocab_size={vocab_size} must be positive (8000 for Multi30k)")
+    if not MIN_CHARACTER_COVERAGE <= character_coverage <= 1:
+        raise DataError(
+            f"data.bpe_character_coverage={character_coverage} must be in "
+            f"[{MIN_CHARACTER_COVERAGE}, 1], the range sentencepiece accepts (1.0 for Latin "
+            "scripts)"
+        )
+    if sample_sentences is not None and sample_sentences < 1:
+        raise DataError(
+            f"data.bpe_sample_sentences={sample_sentences} must be positive (2000000 for WMT)"
+        )
+
+
+def _advice(reason: str, count: int, vocab_size: int, sample_sentences: int | None) -> str:
+    """What to change for sentencepiece's error `reason` (training on `count` sentences)."""
+    # The sample has about bpe_sample_sentences sentences, or fewer when it is the whole text.
+    sampled = sample_sentences is not None and count >= sample_sentences - 1
+    more = f"raise data.bpe_sample_sentences (now {sample_sentences})" if sampled else ""
+    required = re.search(r"smaller than required_chars\. \d+ vs (\d+)", reason)
+    if required:
+        return (
+            f"the text's characters and the special pieces need {required[1]} pieces: raise "
+            f"data.vocab_size to at least {required[1]}"
+        )
+    too_high = re.search(r"Vocabulary size too high.*<= (\d+)", reason)
+    if too_high:
+        lower = f"lower data.vocab_size to at most {too_high[1]}"
+        if more:
+            return f"too few sentences for this vocabulary: {more}, or {lower}"
+        return f"for this small training text {lower}"
+    if "sentences_.empty()" in reason:
+        return (
+            "the training text has too few lines: none is a usable sentence (sentencepiece skips "
+            f"lines over {MAX_SENTENCE_BYTES} bytes); check the files' line endings (lines ended "
+            "by CR alone make a file one line: convert them to LF)"
+            + (f", or {more}" if more else "")
+        )
+    if "vocab_size()) > (0)" in reason:
+        return f"data.vocab_size={vocab_size} must be positive"
+    if "character_coverage()" in reason:
+        return f"data.bpe_character_coverage is out of range [{MIN_CHARACTER_COVERAGE}, 1]"
+    return "check data.vocab_size, data.bpe_character_coverage and the training text"
 
 
 def load_or_train_bpe(
@@ -126,6 +192,9 @@ def load_or_train_bpe(
     Returns:
         (tokenizer, reused): reused is True when the model came from the cache.
     """
+    check_bpe_values(
+        data_cfg.vocab_size, data_cfg.bpe_character_coverage, data_cfg.bpe_sample_sentences
+    )
     path = bpe_cache_path(data_cfg.cache_dir, data_cfg.name, key)
     if path.is_file():
         tok = Tokenizer.from_file(path)
@@ -138,6 +207,7 @@ def load_or_train_bpe(
         sentences,
         vocab_size=data_cfg.vocab_size,
         character_coverage=data_cfg.bpe_character_coverage,
+        sample_sentences=data_cfg.bpe_sample_sentences,
     )
     atomic_write(path, proto)
     tok = Tokenizer(proto)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
 from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DataError, Tokenizer, prepare_data
-from rpr_nmt.data.bpe import sample_sentences, train_bpe
+from rpr_nmt.data.bpe import load_or_train_bpe, sample_sentences, train_bpe
 from tests.data.conftest import synthetic_pairs
 
 
@@ -49,6 +50,52 @@ def test_training_is_deterministic(tokenizer):
 def test_vocab_too_large_is_a_data_error():
     with pytest.raises(DataError, match="lower data.vocab_size"):
         train_bpe(["a b", "b a"], vocab_size=5000, character_coverage=1.0)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"vocab_size": 0}, r"^data\.vocab_size=0 must be positive"),
+        ({"vocab_size": -5}, r"^data\.vocab_size=-5 must be positive"),
+        (
+            {"bpe_character_coverage": 1.5},
+            r"^data\.bpe_character_coverage=1\.5 must be in \[0\.98, 1\]",
+        ),
+        ({"bpe_sample_sentences": 0}, r"^data\.bpe_sample_sentences=0 must be positive"),
+    ],
+)
+def test_bad_bpe_settings_refused_before_the_text_is_read(make_cfg, settings, message):
+    def sample() -> list[str]:
+        raise AssertionError("the training text was read")
+
+    with pytest.raises(DataError, match=message) as refused:
+        load_or_train_bpe(make_cfg(**settings), "0" * 64, sample, log=lambda _: None)
+    assert "\n" not in str(refused.value) and "lower data.vocab_size" not in str(refused.value)
+
+
+def test_vocab_below_the_characters_says_how_far_to_raise_it():
+    src, tgt = synthetic_pairs(300)
+    with pytest.raises(DataError) as refused:
+        train_bpe(src + tgt, vocab_size=5, character_coverage=1.0)
+    required = int(re.search(r"5 vs (\d+)", str(refused.value))[1])
+    assert f"raise data.vocab_size to at least {required}" in str(refused.value)
+    assert "lower data.vocab_size" not in str(refused.value)
+
+
+def test_too_small_a_sample_names_bpe_sample_sentences():
+    src, tgt = synthetic_pairs(300)
+    with pytest.raises(DataError, match=r"raise data\.bpe_sample_sentences \(now 1\)"):
+        train_bpe(src[:1] + tgt[:1], vocab_size=8000, character_coverage=1.0, sample_sentences=1)
+
+
+def test_no_usable_line_names_the_line_endings():
+    # A file whose lines end in CR alone reads as one line, too long for sentencepiece.
+    one_line = "\r".join(synthetic_pairs(300)[0])
+    with pytest.raises(DataError) as refused:
+        train_bpe([one_line], vocab_size=120, character_coverage=1.0, sample_sentences=2_000_000)
+    message = str(refused.value)
+    assert "too few lines" in message and "CR" in message and "\n" not in message
+    assert "lower data.vocab_size" not in message
 
 
 def test_sample_takes_both_sides_of_pairs():
