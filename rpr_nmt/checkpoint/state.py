@@ -150,7 +150,10 @@ class TrainingState:
         if self.bpe_sha256 != bpe_sha256:
             raise CheckpointError(
                 f"{path} was trained with another BPE model (sha256 {self.bpe_sha256}, now "
-                f"{bpe_sha256}); use a new run directory or the original data settings"
+                f"{bpe_sha256}): the training text or a BPE setting (data.vocab_size, "
+                "data.bpe_sample_sentences, data.bpe_character_coverage, data.deduplicate) "
+                "changed since the run started; restore the original files and settings to "
+                "resume, or train into a new run folder (hydra.run.dir=...)"
             )
 
 

@@ -7,11 +7,16 @@ process starting later can remove what a killed writer left behind without touch
 live process (another job of the same sweep, sharing the cache) is still writing. Temporaries
 get the mode open() and mkdir() would give (usual_mode), not mkstemp's private one, so that a
 teammate sharing the cache or a run folder can read what is installed.
+
+An installed folder lists its files in ENTRY_MANIFEST. Since folders are installed by rename,
+never written in place, one that lacks a listed file was damaged afterwards (a file deleted by
+hand), not half-written: remove_stale_temporaries removes it too, so that it is built again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,6 +31,7 @@ _OWNED = re.compile(r"\.owner=(?P<host>.+)=(?P<pid>\d+)=[^=/]*\.tmp$")
 STALE_AFTER_SECONDS = 6 * 3600
 
 CACHE_VERSION = 1  # bump when the cached formats or the cleaning rules change
+ENTRY_MANIFEST = ".entry-files.json"  # in an installed folder: the names of its files
 
 
 def hash_key(*parts: Any) -> str:
@@ -89,15 +95,58 @@ def is_stale(path: Path, now: float | None = None) -> bool:
     return age > STALE_AFTER_SECONDS
 
 
+def missing_files(entry: Path) -> list[str]:
+    """The files of an installed folder (install_folder) that are gone from it: [] when complete,
+    or when it has no ENTRY_MANIFEST (installed by an older version: nothing to compare with)."""
+    try:
+        names = json.loads((entry / ENTRY_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return []
+    return [name for name in names if not (entry / name).is_file()]
+
+
+def remove_damaged_entry(entry: Path) -> bool:
+    """Delete the installed folder `entry` if it lacks a file its ENTRY_MANIFEST lists, so that
+    its cache entry is built again.
+
+    The folder is first renamed to a temporary of this process, then checked again: a complete
+    folder installed meanwhile by another writer of the same key goes back into place.
+
+    Returns:
+        True when a damaged folder was removed.
+    """
+    if not missing_files(entry):
+        return False
+    aside = owned_temporary_folder(entry)  # empty: renaming a folder onto it replaces it
+    try:
+        os.rename(entry, aside)
+    except OSError:  # another process moved it away first
+        aside.rmdir()
+        return False
+    if not missing_files(aside):
+        install_folder(aside, entry, manifest=False)
+        return False
+    shutil.rmtree(aside, ignore_errors=True)
+    return True
+
+
 def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the temporary files and folders (`*.tmp`) in `folder` whose writers are gone.
+    """Delete the temporary files and folders (`*.tmp`) in `folder` whose writers are gone, and
+    the installed folders in it that lost a file (remove_damaged_entry).
 
     Returns:
         The removed paths.
     """
     if not folder.is_dir():
         return []
-    removed = []
+    removed = [
+        entry
+        for entry in sorted(folder.iterdir())
+        if entry.is_dir()
+        and not entry.is_symlink()
+        and not entry.name.endswith(".tmp")
+        and remove_damaged_entry(entry)
+    ]
     for path in folder.glob("*.tmp"):
         if is_stale(path):
             if path.is_dir() and not path.is_symlink():
@@ -125,15 +174,23 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def install_folder(tmp: Path, target: Path) -> bool:
+def install_folder(tmp: Path, target: Path, *, manifest: bool = True) -> bool:
     """Rename the complete temporary folder `tmp` to `target` (atomic on one file system).
 
     When another writer installed `target` first (a concurrent job with the same key), its folder is
     kept and `tmp` is removed: both hold the same content.
 
+    Args:
+        tmp: the folder written (owned_temporary_folder).
+        target: where it goes.
+        manifest: list the files of `tmp` in ENTRY_MANIFEST first (see missing_files).
+
     Returns:
         True when this call installed `target`.
     """
+    if manifest:
+        names = sorted(p.name for p in tmp.iterdir() if p.is_file() and p.name != ENTRY_MANIFEST)
+        (tmp / ENTRY_MANIFEST).write_text(json.dumps(names))
     try:
         os.rename(tmp, target)
         return True

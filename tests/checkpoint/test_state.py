@@ -134,6 +134,17 @@ def test_resuming_another_model_or_bpe_is_refused(tmp_path):
     state.check_resumable(state.config, "abc", tmp_path / "last.pt")  # the same run: fine
 
 
+def test_another_bpe_model_says_the_text_or_settings_changed(tmp_path):
+    # No setting changed, the training corpus was edited: the message must not blame the settings
+    # alone, and must say how to go on.
+    with pytest.raises(CheckpointError) as refused:
+        small_state().check_resumable(small_state().config, "def", tmp_path / "last.pt")
+    message = str(refused.value)
+    assert "the training text or a BPE setting" in message and "changed since the run" in message
+    assert "restore the original files" in message and "hydra.run.dir=" in message
+    assert "\n" not in message
+
+
 def test_a_checkpoint_gets_the_mode_of_the_umask(tmp_path):
     previous = os.umask(0o027)
     try:

@@ -11,8 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from rpr_nmt.data import prepare_data
 from rpr_nmt.data.cache import (
     STALE_AFTER_SECONDS,
     atomic_write,
@@ -78,3 +80,36 @@ def test_installed_files_and_folders_get_the_mode_of_the_umask(tmp_path, umask):
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_an_installed_folder_that_lost_a_file_is_removed(tmp_path):
+    def installed(name: str) -> Path:
+        tmp = owned_temporary_folder(tmp_path / name)
+        for file in ("src.npy", "cleaning.json"):
+            (tmp / file).write_bytes(b"x")
+        install_folder(tmp, tmp_path / name)
+        return tmp_path / name
+
+    damaged, complete = installed("damaged"), installed("complete")
+    (damaged / "cleaning.json").unlink()
+    older = tmp_path / "older"  # installed before folders listed their files: nothing to compare
+    older.mkdir()
+    assert remove_stale_temporaries(tmp_path) == [damaged]
+    assert not damaged.exists() and complete.is_dir() and older.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["complete", "older"]  # nothing aside
+    assert remove_stale_temporaries(tmp_path) == []
+
+
+def test_a_damaged_encoded_entry_is_built_again(make_cfg, tiny_corpus):
+    # A file deleted by hand from an installed cache entry: "cannot use .../cleaning.json: No
+    # such file or directory: give another data.cache_dir" before; now the entry is rebuilt.
+    cfg = make_cfg()
+    first = prepare_data(cfg, splits=["train"], log=lambda _: None)
+    (folder,) = [p for p in (tiny_corpus.parent / "cache" / "encoded").iterdir() if p.is_dir()]
+    (folder / "cleaning.json").unlink()
+    lines: list[str] = []
+    again = prepare_data(cfg, splits=["train"], log=lines.append)
+    assert again.reused["train"] is False and (folder / "cleaning.json").is_file()
+    assert any(str(folder) in line and "removed" in line for line in lines)
+    assert again.cleaning == first.cleaning
+    assert np.array_equal(again.splits["train"].src.flat, first.splits["train"].src.flat)
