@@ -80,7 +80,12 @@ def _tidy(cache: Path, log: Log) -> None:
     .npz caches, which this version no longer reads."""
     for folder in (cache / "bpe", cache / "encoded"):
         for path in remove_stale_temporaries(folder):
-            log(f"[data] removed {path}, left by an interrupted writer")
+            why = (
+                "left by an interrupted writer"
+                if path.name.endswith(".tmp")
+                else "an installed entry that lost a file: it is built again"
+            )
+            log(f"[data] removed {path}, {why}")
     old = sorted((cache / "encoded").glob("*.npz"))
     if old:
         size = sum(p.stat().st_size for p in old) / 2**30
