@@ -34,6 +34,7 @@ from rpr_nmt.report.runs import (
     Run,
     bpe_lengths,
     check_same_arithmetic,
+    differing_keys,
     find_runs,
     lengths_file,
 )
@@ -144,8 +145,9 @@ def check_targets(planned: dict[Path, Run], into: Path) -> None:
     for target, run in planned.items():
         there = [r for path, r in kept.items() if path.is_relative_to(target.resolve())]
         for other in there:
-            differ = differing_keys(other, run) if other.path.resolve() == target.resolve() else []
-            if other.path.resolve() != target.resolve() or differ:
+            same_place = other.path.resolve() == target.resolve()
+            differ = differing_keys(other, run, BUDGET_KEYS) if same_place else []
+            if not same_place or differ:
                 what = f"differs in {', '.join(differ)}" if differ else "is another run"
                 raise ValueError(
                     f"{other.path} holds a run collected before that {what} from {run.path}: "
@@ -156,17 +158,3 @@ def check_targets(planned: dict[Path, Run], into: Path) -> None:
         check_same_arithmetic([*kept.values(), *planned.values()])
     except ValueError as e:
         raise ValueError(f"collecting into {into} would mix arithmetics: {e}") from None
-
-
-def differing_keys(a: Run, b: Run) -> list[str]:
-    """The config keys (dotted) on which two runs trained differently, the budget aside
-    (BUDGET_KEYS): [] when they are one run, collected again after more updates."""
-    flat_a, flat_b = a.flat_config, b.flat_config
-    keys = dict.fromkeys([*flat_a, *flat_b])
-    missing = object()
-    return [
-        key
-        for key in keys
-        if key not in BUDGET_KEYS
-        and repr(flat_a.get(key, missing)) != repr(flat_b.get(key, missing))
-    ]

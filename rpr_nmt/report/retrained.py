@@ -27,7 +27,13 @@ from pathlib import Path
 
 from rpr_nmt.report.labels import setting_labels
 from rpr_nmt.report.rows import Row, check_distinct_seeds
-from rpr_nmt.report.runs import CorpusText, Run, check_same_arithmetic, find_runs
+from rpr_nmt.report.runs import (
+    CorpusText,
+    Run,
+    check_same_arithmetic,
+    differing_keys,
+    find_runs,
+)
 from rpr_nmt.report.significance import TESTS, Comparison, compare_seedwise
 from rpr_nmt.report.stats import format_stats
 from rpr_nmt.report.sweep import read_test_output
@@ -94,19 +100,14 @@ def pair_settings(
     for run in retrained:
         key = tuple(sorted(recipe(run).items()))
         if key not in by_recipe:
-            mine = recipe(run)
-            nearest = min(published, key=lambda p: len(_differing(mine, recipe(p))))
-            keys = ", ".join(_differing(mine, recipe(nearest))[:6])
+            nearest = min(published, key=lambda p: len(differing_keys(run, p, IGNORED_KEYS)))
+            keys = ", ".join(differing_keys(run, nearest, IGNORED_KEYS)[:6])
             raise ValueError(
                 f"{run.path} retrains no published setting: the nearest, {nearest.path}, "
                 f"differs in {keys}. Retrain at the published recipe (only the code may differ)"
             )
         groups.setdefault(key, []).append(run)
     return [(by_recipe[key], runs) for key, runs in groups.items()]
-
-
-def _differing(a: dict[str, str], b: dict[str, str]) -> list[str]:
-    return [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
 
 
 def judge_retraining(

@@ -107,6 +107,18 @@ def setting_keys(runs: Sequence[Run]) -> list[str]:
     ]
 
 
+def differing_keys(a: Run, b: Run, ignored: frozenset[str] = frozenset()) -> list[str]:
+    """The config keys (dotted) on which two runs trained differently, `ignored` aside; a key
+    one config lacks differs from any value of the other's. Keys in config order."""
+    flat_a, flat_b = a.flat_config, b.flat_config
+    missing = object()
+    return [
+        key
+        for key in dict.fromkeys([*flat_a, *flat_b])
+        if key not in ignored and repr(flat_a.get(key, missing)) != repr(flat_b.get(key, missing))
+    ]
+
+
 @cache
 def schema_defaults() -> dict[str, Any]:
     """Every key of a training run's config (dotted) with its default in rpr_nmt.config."""
