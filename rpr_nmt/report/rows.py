@@ -86,7 +86,8 @@ def recipe_keys(rows: Sequence[Row]) -> list[str]:
     alone, so they are made only under one recipe: otherwise they would pair a capped run with an
     uncapped one."""
     keys = setting_keys([run for row in rows for run in row.runs])
-    recipe = [k for k in keys if not (k.startswith("model.") and k[6:] in POSITION_FIELDS)]
+    positions = {f"model.{field}" for field in POSITION_FIELDS}
+    recipe = [key for key in keys if key not in positions]
     return recipe if len(recipe) < len(keys) else []
 
 
