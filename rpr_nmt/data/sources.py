@@ -36,13 +36,18 @@ def local_path(root: str | Path, split: str, lang: str, *, hub_dataset: str = ""
             corpus without one, such as data=local, has only data.root to mend).
 
     Raises:
-        DataError: neither exists; the message names both expected paths and how to point at the
-            corpus.
+        DataError: neither exists (or one is a folder); the message names both expected paths and
+            how to point at the corpus.
     """
     plain = Path(root) / f"{split}.{lang}"
     for candidate in (plain, plain.with_name(plain.name + ".gz")):
         if candidate.is_file():
             return candidate
+        if candidate.is_dir():
+            raise DataError(
+                f"{candidate} is a folder, not a file of one side of split '{split}' ({lang}): "
+                f"put the {lang} text of '{split}' there, one segment per line"
+            )
     raise DataError(
         f"missing data file for split '{split}' ({lang}): expected {plain} or {plain}.gz; "
         "set data.root to the folder holding the corpus"
@@ -60,10 +65,29 @@ def _hub_split(cfg: DataConfig, split: str) -> str:
     return hub_splits[split]
 
 
+def _languages(feature: Any) -> list[str] | None:
+    """The languages of a `translation` column: of its feature (Translation, or a struct read from
+    data files), or of the first row of a streamed batch; None when it does not tell."""
+    if getattr(feature, "languages", None) is not None:
+        return list(feature.languages)
+    if isinstance(feature, dict):
+        return list(feature)
+    if isinstance(feature, list) and feature and isinstance(feature[0], dict):
+        return list(feature[0])
+    return None
+
+
 def _columns(features: Any, src_lang: str, tgt_lang: str, where: str) -> tuple[str, str] | None:
     """The schema of a hub split: None for a `translation` dict column, else the two columns."""
     names = list(features) if features is not None else []
     if "translation" in names:
+        languages = _languages(features["translation"])
+        if languages is not None and not {src_lang, tgt_lang} <= set(languages):
+            raise DataError(
+                f"{where}: the 'translation' column has languages {sorted(languages)}, not "
+                f"'{src_lang}' and '{tgt_lang}': set data.src_lang and data.tgt_lang to two of "
+                "them, or data.hub_config to a configuration of this pair"
+            )
         return None
     if src_lang in names and tgt_lang in names:
         return src_lang, tgt_lang
@@ -91,6 +115,11 @@ def _load_hub(cfg: DataConfig, split: str) -> tuple[Any, str]:
         ) from e
 
 
+def _text(values: list[Any]) -> list[str]:
+    """A column's segments, a missing one (null) as an empty line, as in a local file."""
+    return [v if v is not None else "" for v in values]
+
+
 def _streamed_chunks(ds: Any, cfg: DataConfig, where: str, limit: int | None, size: int) -> Chunks:
     """Chunks of an IterableDataset, read in its own batches of `size` rows."""
     batches = ds.iter(batch_size=size)
@@ -102,11 +131,11 @@ def _streamed_chunks(ds: Any, cfg: DataConfig, where: str, limit: int | None, si
     left = limit
     for batch in itertools.chain([first], batches):
         if columns is None:
-            rows = batch["translation"][:left]
-            src = [r[cfg.src_lang] for r in rows]
-            tgt = [r[cfg.tgt_lang] for r in rows]
+            rows = [r or {} for r in batch["translation"][:left]]
+            src = _text([r.get(cfg.src_lang) for r in rows])
+            tgt = _text([r.get(cfg.tgt_lang) for r in rows])
         else:
-            src, tgt = batch[columns[0]][:left], batch[columns[1]][:left]
+            src, tgt = _text(batch[columns[0]][:left]), _text(batch[columns[1]][:left])
         yield src, tgt
         if left is not None:
             left -= len(src)
@@ -144,7 +173,7 @@ def iter_hub_chunks(cfg: DataConfig, split: str, limit: int | None, size: int) -
         ds = ds.flatten()  # translation.{lang} columns read straight from Arrow, no per-row dicts
         columns = (f"translation.{cfg.src_lang}", f"translation.{cfg.tgt_lang}")
     for batch in ds.select_columns(list(columns)).iter(batch_size=size):
-        yield batch[columns[0]], batch[columns[1]]
+        yield _text(batch[columns[0]]), _text(batch[columns[1]])
 
 
 def _split_names(cfg: DataConfig, split: str) -> list[str]:

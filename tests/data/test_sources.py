@@ -69,6 +69,13 @@ def test_missing_file_names_expected_paths(make_cfg, tmp_path):
         read_parallel_text(make_cfg(hub_dataset="bentrevett/multi30k"), "valid")
 
 
+def test_a_folder_in_place_of_a_data_file_is_named_as_such(make_cfg, tmp_path):
+    write_lines(tmp_path / "corpus" / "valid.en", ["a"])
+    (tmp_path / "corpus" / "valid.de").mkdir()
+    with pytest.raises(DataError, match=r"valid\.de is a folder, not a file of one side"):
+        read_parallel_text(make_cfg(), "valid")
+
+
 @pytest.mark.parametrize("cap", [2, 4, 5])
 def test_a_capped_corpus_with_a_side_one_line_short_is_refused(make_cfg, tmp_path, cap):
     # Compared only up to data.max_train_pairs, a train.de missing line 3 passed, and every
@@ -152,6 +159,41 @@ def test_hub_errors_are_data_errors(make_cfg, tmp_path):
         read_parallel_text(replace(cfg, tgt_lang="fr"), "train")
     with pytest.raises(DataError, match="could not load hub dataset(.|\n)*HF_HUB_OFFLINE=1"):
         read_parallel_text(replace(cfg, hub_dataset=str(tmp_path / "missing")), "train")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hub_languages_not_in_the_translation_column_are_a_data_error(
+    make_cfg, tmp_path, streaming
+):
+    """WMT14's schema with a language its configuration lacks (data=wmt14_en_de data.tgt_lang=fr):
+    one line naming the languages found, not a KeyError or a datasets ValueError."""
+    folder = _hub_folder(tmp_path, "translation")
+    cfg = make_cfg(
+        source="hub", hub_dataset=str(folder), hub_splits={"train": "train"}, streaming=streaming,
+        tgt_lang="fr",
+    )  # fmt: skip
+    with pytest.raises(DataError, match=r"languages \['de', 'en'\].*data.tgt_lang"):
+        read_parallel_text(cfg, "train")
+
+
+@pytest.mark.parametrize("schema", ["translation", "flat"])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hub_rows_without_a_side_read_as_empty_lines(make_cfg, tmp_path, schema, streaming):
+    """A null side in a hub row reads as an empty line, as in a local file (the training filter
+    drops it), instead of a None that crashed the encoding of an evaluation split."""
+    folder = tmp_path / "hub_nulls"
+    folder.mkdir()
+    pairs = [("a b", "c d"), (None, "e"), ("f", None)]
+    if schema == "translation":
+        rows = [{"translation": {"en": s, "de": t}} for s, t in pairs]
+    else:
+        rows = [{"en": s, "de": t} for s, t in pairs]
+    write_lines(folder / "validation.jsonl", [json.dumps(r) for r in rows])
+    cfg = make_cfg(
+        source="hub", hub_dataset=str(folder), hub_splits={"valid": "validation"},
+        streaming=streaming,
+    )  # fmt: skip
+    assert read_parallel_text(cfg, "valid") == (["a b", "", "f"], ["c d", "e", ""])
 
 
 def test_real_multi30k_val(shared_data, make_cfg):
