@@ -38,6 +38,7 @@ def main(cfg: DictConfig) -> None:
     from rpr_nmt.data import DataError
     from rpr_nmt.decode.constraints import PositionLimitError
     from rpr_nmt.train import DivergenceError, SettingsError, train
+    from rpr_nmt.train.errors import PeerError
 
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if not rank0:  # rank 0 alone writes the log
@@ -66,6 +67,8 @@ def main(cfg: DictConfig) -> None:
         folders = {"data.cache_dir (RPR_NMT_CACHE)": cfg.data.cache_dir, "hydra.run.dir": run_dir}
         print(f"rpr-nmt-train: error: {describe_os_error(e, folders)}", file=sys.stderr)
         sys.exit(2)
+    except PeerError:  # rank 0 prints the error and fails the job; failing here too would
+        return  # have the launcher stop rank 0, maybe before it has printed
     except DivergenceError as e:
         print(f"rpr-nmt-train: training diverged: {e}", file=sys.stderr)
         sys.exit(3)
@@ -75,7 +78,9 @@ def main(cfg: DictConfig) -> None:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     if summary.get("stopped_by") == "signal" and not in_sweep:  # a sweep ends in sweep_stop
-        print(f"rpr-nmt-train: stopped and saved in {run_dir}; rerun to resume", file=sys.stderr)
+        done = "stopped and saved" if summary.get("session_steps") else "stopped before training"
+        if rank0:
+            print(f"rpr-nmt-train: {done} in {run_dir}; rerun to resume", file=sys.stderr)
         sys.exit(STOPPED_STATUS)
 
 

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from rpr_nmt.model import resolve_device
-from rpr_nmt.train.errors import SettingsError
+from rpr_nmt.train.errors import PeerError, SettingsError
 
 # How long a collective may wait for the slowest rank. Rank 0 prepares the data (BPE training and
 # encoding: over an hour for WMT14 En-Fr's 36M pairs on two cores, longer when the hub streams it)
@@ -68,6 +68,17 @@ class DistributedContext:
         """Wait for every process (no-op in a single process)."""
         if self.distributed:
             dist.barrier()
+
+    def share_main_outcome(self, failure: str | None) -> None:
+        """Rank 0's outcome of a step the other ranks wait for (None: it succeeded); a failure ends
+        them with PeerError, which prints nothing (rank 0 reports it), instead of the collective
+        error of a lost peer. Every rank calls it at the same point."""
+        if not self.distributed:
+            return
+        box = [failure]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        if box[0] is not None and not self.is_main:
+            raise PeerError(box[0])
 
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
         """Sum a small float64 vector over processes; returns it on CPU."""

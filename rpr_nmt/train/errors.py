@@ -9,3 +9,7 @@ class SettingsError(ValueError):
 
 class DivergenceError(RuntimeError):
     """The loss was NaN or infinite for train.max_bad_steps updates in a row."""
+
+
+class PeerError(RuntimeError):
+    """Rank 0 failed in a step the other ranks waited for, and reported it itself."""

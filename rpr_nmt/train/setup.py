@@ -86,13 +86,19 @@ def _check_numbers(cfg: TrainConfig) -> None:
 
 def check_data_settings(cfg: DataConfig) -> None:
     """Refuse data settings that compose but silently do something else: NaN passes every range
-    check (a NaN max_length_ratio turned the ratio filter off), and a cap below one pair was
-    reported as an empty training set blamed on the length filter."""
+    check (a NaN max_length_ratio turned the ratio filter off), a cap below one pair was
+    reported as an empty training set blamed on the length filter, and one language on both sides
+    trained a copy model."""
     if math.isnan(cfg.max_length_ratio):  # inf stays allowed: it means no ratio filter
         raise SettingsError("data.max_length_ratio=nan is not a number: set a number, e.g. 3.0")
     if not math.isfinite(cfg.bpe_character_coverage):
         raise SettingsError(
             f"data.bpe_character_coverage={cfg.bpe_character_coverage} must be a finite number"
+        )
+    if cfg.src_lang == cfg.tgt_lang:  # every pair a copy: a model that learns to copy
+        raise SettingsError(
+            f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}': set them to the two "
+            "languages of the corpus"
         )
     if cfg.max_train_pairs is not None and cfg.max_train_pairs < 1:
         raise SettingsError(
@@ -368,19 +374,22 @@ def load_training_data(
 ) -> TrainingData:
     """Prepare (or read the cache of) the train and valid splits; batch them for this rank.
 
-    Rank 0 trains or reads the BPE model and encodes the splits first; the other ranks wait at a
-    barrier and then read rank 0's cache.
+    Rank 0 trains or reads the BPE model and encodes the splits first; the other ranks wait for
+    its outcome and then read rank 0's cache (or, when it failed, end with PeerError).
     """
     cfg, data_cfg = config.train, config.data
+    splits = ["train", data_cfg.valid_split]
     if ctx.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            data = prepare_data(data_cfg, splits=splits, log=log.info)
+        except BaseException as error:
+            ctx.share_main_outcome(f"{type(error).__name__}: {error}")
+            raise
+        ctx.share_main_outcome(None)
     else:
-        ctx.barrier()
-    data = prepare_data(
-        data_cfg, splits=["train", data_cfg.valid_split], log=log.info if ctx.is_main else _quiet
-    )
-    if ctx.is_main:
-        ctx.barrier()
+        ctx.share_main_outcome(None)
+        data = prepare_data(data_cfg, splits=splits, log=_quiet)
     test_sources = check_evaluated_splits(config, data.splits)
     check_learned_table_fits(config.model, data_cfg, data.splits)
     tok = data.tokenizer

@@ -64,7 +64,11 @@ class StopSignals:
             log.warning("%s received: already stopping, still saving a checkpoint first", name)
             return
         self.signalled = True
-        log.warning("%s received: finishing this update, saving a checkpoint, then stopping", name)
+        log.warning(
+            "%s received: stopping after this update with a checkpoint, or before the first"
+            " update without one",
+            name,
+        )
         if self.stop_file is not None:
             self.stop_file.touch()
 

@@ -227,6 +227,9 @@ class Trainer:
             # A resumed run whose earlier sessions used up the time limit trains no further.
             self.stopped_by = "time_limit"
             return
+        if self._stop_before_training():
+            self.stopped_by = "signal"
+            return
         while self.step < cfg.max_steps:
             left = self.time.minutes_left()
             timed_out = left is not None and left < 0
@@ -278,6 +281,12 @@ class Trainer:
             # A new best is saved at once, so that best.pt holds the weights that scored best.
             if result.applied and (self.step % cfg.save_every == 0 or self.best_pending):
                 self._save()
+
+    def _stop_before_training(self) -> bool:
+        """Whether any rank was asked to stop before the first update (e.g. Ctrl-C while the data
+        was prepared): then no update runs. Every rank takes part, so all of them agree."""
+        asked = torch.tensor([float(self.signals.requested)], dtype=torch.float64)
+        return bool(self.ctx.all_reduce_sum(asked).item() > 0)
 
     def _progress(self) -> float:
         """The share of the budget spent: updates of max_steps, or minutes of the time limit."""
@@ -339,8 +348,9 @@ class Trainer:
         if trained and self.stopped_by != "signal" and self.validated_at != self.step:
             self._validate()
         # Saved again when the final validation found a new best at an update already saved.
+        untrained_new_run = not (self.checkpoint_dir / "last.pt").exists()
         if (self.saved_at != self.step or self.best_pending) and (
-            trained or not (self.checkpoint_dir / "last.pt").exists()
+            trained or (untrained_new_run and self.stopped_by != "signal")
         ):
             self._save()
         extra: dict[str, Any] = {}

@@ -140,6 +140,29 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
     assert state["step"] == end and len(state["rng_per_rank"]) == 2
 
 
+def test_bad_data_under_torchrun_is_one_line_without_a_traceback_from_the_other_rank(tmp_path):
+    """A DataError while rank 0 prepares the data: rank 0 prints the one line, and rank 1, waiting
+    for the data, ends quietly instead of with a gloo traceback of the lost peer; torchrun fails.
+    (torchrun may still stop rank 1 with SIGTERM once rank 0 failed: its summary says so.)"""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "train.en").write_text("a b\nc d\n", encoding="utf-8")
+    (root / "train.de").write_text("a b\n", encoding="utf-8")
+    for lang in ("en", "de"):
+        (root / f"valid.{lang}").write_text("a b\n", encoding="utf-8")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = tiny_overrides(root, tmp_path / "cache", tmp_path / "run", "train.max_steps=2")
+    command = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(_free_port()),
+               "-m", "rpr_nmt.cli.train", *args]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=torchrun_env(tmp_path), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    errors = [line for line in done.stderr.splitlines() if line.startswith("rpr-nmt-train:")]
+    assert len(errors) == 1 and "is not line-aligned" in errors[0], done.stderr[-3000:]
+    assert "Error executing job" not in done.stderr, done.stderr[-3000:]  # an uncaught exception
+    assert "Connection closed by peer" not in done.stderr
+    assert done.returncode != 0
+
+
 def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
     corpus, cache_dir, tmp_path
 ):

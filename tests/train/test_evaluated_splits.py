@@ -34,6 +34,7 @@ def test_a_seed_numpy_cannot_take_is_refused_in_one_line(seed):
         ),
         (dict(bpe_character_coverage=math.nan), r"data\.bpe_character_coverage=nan must be a"),
         (dict(max_train_pairs=-5), r"data\.max_train_pairs=-5 must be at least 1 \(null = all"),
+        (dict(src_lang="en", tgt_lang="en"), r"data\.src_lang and data\.tgt_lang are both 'en'"),
     ],
 )
 def test_a_data_setting_that_would_mislead_is_refused_in_one_line(fields, message):

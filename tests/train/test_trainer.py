@@ -87,6 +87,34 @@ def test_stop_request_finishes_the_update_saves_and_stops(corpus, cache_dir, tmp
     assert "test_bleu" not in summary  # a stopped run skips the final evaluation
 
 
+def test_a_stop_during_data_preparation_trains_and_saves_nothing(
+    corpus, cache_dir, tmp_path, monkeypatch
+):
+    """Ctrl-C while the data is prepared: the preparation finishes into the cache, no update runs
+    and no checkpoint is written, and the rerun trains from the start on the cached data."""
+    import rpr_nmt.train.setup as setup_module
+
+    real, stop = setup_module.prepare_data, StopAfter(10**9)
+
+    def interrupted(*args, **kwargs):
+        prepared = real(*args, **kwargs)
+        stop.steps = 0  # the signal arrives while the data is prepared
+        return prepared
+
+    monkeypatch.setattr(setup_module, "prepare_data", interrupted)
+    config = compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET)
+    trainer = stop.trainer = Trainer(config, tmp_path / "run", stop=stop)
+    summary = trainer.run()
+    assert summary["stopped_by"] == "signal"
+    assert summary["steps"] == 0 and summary["session_steps"] == 0
+    assert not (tmp_path / "run" / "checkpoints").exists() or not any(
+        (tmp_path / "run" / "checkpoints").iterdir()
+    )
+    monkeypatch.setattr(setup_module, "prepare_data", real)
+    again = Trainer(config, tmp_path / "run").run()
+    assert again["steps"] == 2 and again["session_steps"] == 2
+
+
 def test_a_finished_run_rerun_keeps_its_evaluation_until_decoding_changes(
     corpus, cache_dir, tmp_path, monkeypatch
 ):
