@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
@@ -86,11 +86,21 @@ def sweep_problem(jobs: list[list[str]]) -> str | None:
     return None
 
 
+def launcher_problem(config: DictConfig) -> str | None:
+    """What the launcher would refuse only with a traceback, in one line; None when nothing."""
+    if OmegaConf.select(config, "hydra.launcher.n_jobs") == 0:  # joblib: no meaning
+        return "hydra.launcher.n_jobs=0 runs no job: set the jobs at once, e.g. 2 (-1: all cores)"
+    return None
+
+
 class RefuseInvalidSweep(Callback):
     """on_multirun_start: exit with status 2 and one line naming the first job whose settings a
-    run would refuse, before any job starts."""
+    run would refuse, or the launcher setting that runs none, before any job starts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if problem := launcher_problem(config):
+            print(f"rpr-nmt-train: error: {problem}", file=sys.stderr)
+            sys.exit(2)
         if problem := sweep_problem(sweep_jobs(config)):
             print(
                 f"rpr-nmt-train: error: {problem}; nothing trained: leave that value out of the "

@@ -5,8 +5,10 @@ Ctrl-C (SIGINT) or SIGTERM during `rpr-nmt-train -m ...` creates the command's s
 (rpr_nmt.train.signals.StopSignals), whether it trains in the launching process (the basic
 launcher), in a joblib worker or in a submitit job: a running run finishes its update, saves and
 ends; a run that starts afterwards returns at once. When the launcher is done, the command exits
-with status 130; rerunning it resumes every run. A second signal to the launching process stops it
-at once, as Python's default does.
+with status 130; rerunning it resumes every run. The same signal again stops the launching process
+at once, as Python's default does; the other kind (SIGTERM after Ctrl-C: docker stop, a time limit)
+is one more request to stop, as in a single run (rpr_nmt.train.signals): killing the launcher would
+end a container or job step with its workers mid-update.
 
 The file is the command's own, not the sweep folder's: two commands may share one sweep folder
 (two lanes of one sweep, each with its own settings), and stopping one must neither stop the other
@@ -59,6 +61,7 @@ class StopSweepOnSignal(Callback):
         self.path: Path | None = None
         self.signalled = False  # not the file: a run may create it before this handler runs
         self._previous: dict[int, Any] = {}
+        self._received: set[int] = set()  # the kinds seen: only a repeated kind acts at once
         self._previous_env: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -71,9 +74,14 @@ class StopSweepOnSignal(Callback):
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         assert self.path is not None
-        if self.signalled:  # asked before: stop at once
+        name = signal.Signals(signum).name
+        if signum in self._received:  # this kind before: stop at once
             signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
             signal.raise_signal(signum)
+            return
+        self._received.add(signum)
+        if self.signalled:  # the other kind: already stopping, the runs must still save
+            log.warning("%s received: already stopping, the runs still save first", name)
             return
         self.signalled = True
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,13 +89,14 @@ class StopSweepOnSignal(Callback):
         log.warning(
             "%s received: running runs save and stop, queued runs will not start (again: stop "
             "at once)",
-            signal.Signals(signum).name,
+            name,
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        self._received.clear()
         if self._previous_env is None:
             os.environ.pop(STOP_FILE_ENV, None)
         else:

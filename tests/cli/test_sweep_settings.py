@@ -74,3 +74,14 @@ def test_the_refusal_comes_before_any_folder_is_made(tmp_path):
     assert done.stderr.startswith("rpr-nmt-train: error: job 0 of the sweep (positions=none): ")
     assert "Traceback" not in done.stderr
     assert not sweep.exists() and not cache.exists()
+
+
+def test_a_joblib_sweep_of_no_jobs_at_once_is_refused_in_one_line(capsys):
+    # joblib raised "n_jobs == 0 in Parallel has no meaning" with a traceback, exit status 1.
+    launcher = ("hydra/launcher=joblib_cpu", "hydra.launcher.n_jobs=0")
+    config = multirun_config(["train.seed=1,2", *launcher], launcher)
+    with pytest.raises(SystemExit) as refused:
+        RefuseInvalidSweep().on_multirun_start(config)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rpr-nmt-train: error: hydra.launcher.n_jobs=0") and err.count("\n") == 1

@@ -59,3 +59,31 @@ def test_a_signal_creates_the_commands_stop_file_and_the_end_exits_130(tmp_path,
 def test_without_the_callback_runs_have_no_stop_file(monkeypatch):
     monkeypatch.delenv(STOP_FILE_ENV, raising=False)
     assert run_stop_file() is None
+
+
+def test_sigterm_after_ctrl_c_keeps_the_launcher_until_its_runs_save_a_repeat_stops_at_once(
+    tmp_path, monkeypatch
+):
+    # SIGTERM after Ctrl-C (docker stop, a time limit): killing the launcher then would end a
+    # container or job step with its joblib workers mid-update. Only a repeated kind acts at once.
+    monkeypatch.delenv(STOP_FILE_ENV, raising=False)
+    outer: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: outer.append(signum))
+    try:
+        callback = StopSweepOnSignal()
+        config = sweep_config(tmp_path / "sweep")
+        callback.on_multirun_start(config)
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGTERM)  # the other kind: still stopping, not at once
+        still_running = list(outer)
+        signal.raise_signal(signal.SIGTERM)  # the same kind again: the previous handler
+        with pytest.raises(SystemExit) as ended:
+            callback.on_multirun_end(config)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert still_running == []
+    assert outer == [signal.SIGTERM]
+    assert ended.value.code == STOPPED_STATUS
