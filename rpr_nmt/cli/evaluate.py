@@ -57,6 +57,8 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     data_cfg = data_config(job, loaded.config.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
+    if not sources:  # sacrebleu fails on no sentences; a BLEU of nothing is not a measure
+        raise DataError(f"{data_cfg.name} split '{split}' has no sentences: choose another split")
     extra_refs = [read_extra_references(path, len(refs)) for path in job.extra_references]
     setup = f"beam {decode.beam_size}, alpha {decode.length_penalty}, {decode.precision}"
     print(f"{PROG}: {loaded.description}; {data_cfg.name} {split}, "

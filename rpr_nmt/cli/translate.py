@@ -5,9 +5,10 @@
     rpr-nmt-translate 'ensemble=[seed1/last.pt,seed2/last.pt,runs/seed3]' input=news.en
 
 With decode.nbest > 1 each output line is `i ||| translation ||| score` (i counts input lines from
-0, score is the length-normalised log-probability), best first. A blank input line is not decoded:
-it gives a blank line (with nbest > 1, one `i |||  ||| 0.0000` line). Lines end at "\\n" alone
-(a form feed or U+2028 inside a line stays in it). Translations are written a window of lines at
+0, score is the length-normalised log-probability), best first. A blank input line (or one of
+no BPE token: zero-width or control characters only) is not decoded: it gives a blank line
+(with nbest > 1, one `i |||  ||| 0.0000` line). Lines end at "\\n" alone (a form feed or U+2028
+inside a line stays in it). Translations are written a window of lines at
 a time, in input order, so memory does not grow with the input. output=FILE is written as
 FILE.partial and renamed over FILE at the end: a run that fails leaves FILE as it was, and the
 translations it made in FILE.partial (a symbolic link FILE is written through, to its target).

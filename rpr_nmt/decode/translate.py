@@ -57,6 +57,12 @@ def check_decode_config(cfg: DecodeConfig) -> None:
             raise ValueError(
                 f"decode.{name} must be a finite number (e.g. {typical}), got {getattr(cfg, name)}"
             )
+    if cfg.max_len_a <= 0 and cfg.max_len_b < 1 and cfg.min_len == 0:  # floor(a * n + b) < 1
+        raise ValueError(
+            f"decode.max_len_a={cfg.max_len_a}, decode.max_len_b={cfg.max_len_b} and "
+            "decode.min_len=0 allow no output token, so every translation would be empty: raise "
+            "decode.max_len_b (e.g. 10) or decode.max_len_a (e.g. 1.2)"
+        )
     if cfg.max_sentences < 1:
         raise ValueError(f"decode.max_sentences must be >= 1, got {cfg.max_sentences}")
     if cfg.streams < 1:
@@ -171,7 +177,8 @@ def translate(
 
     Returns:
         Per sentence, its n-best hypotheses (token ids without BOS/EOS), best first. A blank
-        sentence is not decoded: it gets one empty hypothesis (score 0), an empty line out.
+        sentence, or one that encodes to no token (only zero-width or control characters), is
+        not decoded: it gets one empty hypothesis (score 0), an empty line out.
 
     Raises:
         ValueError: a setting that cannot work (check_decode_config).
@@ -182,8 +189,9 @@ def translate(
     special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
     device = next(model.parameters()).device
     model = decoding_model(model.eval(), cfg.precision)
-    todo = [i for i, s in enumerate(sentences) if s.strip()]  # blank lines stay blank
-    encoded = [tokenizer.encode(sentences[i]) + [tokenizer.eos_id] for i in todo]
+    ids = [tokenizer.encode(s) if s.strip() else [] for s in sentences]
+    todo = [i for i, e in enumerate(ids) if e]  # blank lines, and lines of no token, stay blank
+    encoded = [ids[i] + [tokenizer.eos_id] for i in todo]
     # All at once before batching: a long line in a length-sorted batch was found by the model,
     # halfway through the work, without its line.
     lines = [first_line + i for i in todo]

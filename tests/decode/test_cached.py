@@ -150,6 +150,26 @@ def test_a_blank_sentence_is_not_decoded_and_translates_to_an_empty_line():
     assert translate(model, _CharTokenizer(), ["", ""], cfg)[1][0].score == 0.0
 
 
+class _LetterTokenizer(_CharTokenizer):
+    """Letters only: other characters give no token, as sentencepiece drops U+200B or \\x01."""
+
+    def encode(self, text: str) -> list[int]:
+        return super().encode("".join(ch for ch in text if ch.isalpha()))
+
+
+def test_a_sentence_without_a_token_is_not_decoded_either():
+    # Probe E: a line of only a zero-width space or control characters encoded to no token, was
+    # decoded from EOS alone and came out as invented text.
+    model, sizes = tiny_model(), []
+    encode = model.encode
+    model.encode = lambda src: sizes.append(src.size(0)) or encode(src)
+    cfg = DecodeConfig(beam_size=2, nbest=2, max_len_b=2, streams=1, device="cpu")
+    out = translate(model, _LetterTokenizer(), ["\u200b", "abc", "\x01\x02"], cfg)
+    assert sizes == [1]
+    assert [[h.tokens for h in nbest] for nbest in (out[0], out[2])] == [[[]], [[]]]
+    assert len(out[1]) == 2 and all(h.tokens for h in out[1])
+
+
 def test_streams_decode_batches_concurrently_with_the_same_results():
     model = tiny_model()
     sentences = ["abc", "a", "hello", "", "qrstabcd", "ee", "xyz"]

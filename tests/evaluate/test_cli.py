@@ -297,13 +297,22 @@ def test_translate_stops_at_invalid_utf8_after_writing_the_lines_before(tiny_run
         (["CKPT", "+model.d_model=64"], "model.d_model: not a setting of this command"),
         (["CKPT", "data=multi30k_en_fr"], "data=multi30k_en_fr is en-fr, but the checkpoint"),
         (["checkpoint=empty.pt"], "empty.pt: the file is empty (0 bytes)"),
+        (["CKPT", "data_root=.", "split=none"], "tiny split 'none' has no sentences"),
     ],
-    ids=["model_override_on_evaluate", "other_language_pair", "zero_byte_checkpoint"],
+    ids=[
+        "model_override_on_evaluate",
+        "other_language_pair",
+        "zero_byte_checkpoint",
+        "empty_split",
+    ],
 )
 def test_evaluate_refuses_what_it_would_ignore_or_get_wrong(tiny_run, tmp_path, args, message):
     # Issue 31, item 7: `+model.d_model=64` was accepted and ignored; an en-de model was scored on
-    # en-fr without a word; a zero-byte checkpoint's error ended in an empty reason.
+    # en-fr without a word; a zero-byte checkpoint's error ended in an empty reason. Probe E: an
+    # empty split ended in sacrebleu's IndexError.
     (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "none.en").write_bytes(b"")
+    (tmp_path / "none.de").write_bytes(b"")
     args = [f"checkpoint={tiny_run['a']}" if a == "CKPT" else a for a in args]
     out = cli("evaluate", *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
