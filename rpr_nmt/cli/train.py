@@ -8,7 +8,9 @@ The run directory is Hydra's output directory (named after the overrides, so rer
 resumes it). Bad data, an incompatible checkpoint or impossible settings print one line on stderr
 and exit with status 2; a diverged run exits with status 3. SIGINT (Ctrl-C) or SIGTERM makes the run
 finish its update and save, then ends the command with status 130; in a sweep, every running run
-saves and the queued ones do not start (rpr_nmt.cli.sweep_stop). The same command resumes.
+saves and the queued ones do not start (rpr_nmt.cli.sweep_stop). The same command resumes. A run
+that fails in a sweep does not end it: the others train on, and the command names the failed runs
+and exits with their status at the end (rpr_nmt.cli.sweep_failures).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from omegaconf import DictConfig
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.cli.run_folder import describe_os_error, restore_run_record, write_run_record
+from rpr_nmt.cli.sweep_failures import end_failed_run
 from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
 
 log = logging.getLogger("rpr_nmt.train")
@@ -52,31 +55,32 @@ def main(cfg: DictConfig) -> None:
         return
     # .hydra/ (hydra.output_subdir is null): a refused command puts the previous one back.
     record = write_run_record(cfg, run_dir) if rank0 else None
+    failed: tuple[int, str] | None = None  # (exit status, the one line)
     try:
         summary = train(to_job_config(cfg), run_dir, stop_file=stop)
     except (DataError, CheckpointError, SettingsError, PositionLimitError) as e:
         if record is not None:
             restore_run_record(record)
-        print(f"rpr-nmt-train: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        failed = 2, f"rpr-nmt-train: error: {e}"
     except OSError as e:  # a file where a folder should be, a read-only file system, ...
         if e.filename is None:
             raise
         if record is not None:
             restore_run_record(record)
         folders = {"data.cache_dir (RPR_NMT_CACHE)": cfg.data.cache_dir, "hydra.run.dir": run_dir}
-        print(f"rpr-nmt-train: error: {describe_os_error(e, folders)}", file=sys.stderr)
-        sys.exit(2)
+        failed = 2, f"rpr-nmt-train: error: {describe_os_error(e, folders)}"
     except PeerError:  # rank 0 prints the error and fails the job; failing here too would
         return  # have the launcher stop rank 0, maybe before it has printed
     except DivergenceError as e:
-        print(f"rpr-nmt-train: training diverged: {e}", file=sys.stderr)
-        sys.exit(3)
+        failed = 3, f"rpr-nmt-train: training diverged: {e}"
     finally:
         # Hydra multirun runs the next job in this process: free this one's model, data, CUDA cache.
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    if failed is not None:  # exits, or in a sweep records it and lets the other runs go on
+        end_failed_run(run_dir, hydra_cfg.job.num if in_sweep else None, *failed)
+        return
     if summary.get("stopped_by") == "signal" and not in_sweep:  # a sweep ends in sweep_stop
         done = "stopped and saved" if summary.get("session_steps") else "stopped before training"
         if rank0:

@@ -244,3 +244,29 @@ def test_a_submitit_run_of_two_tasks_trains_data_parallel(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = summaries(sweep)["seed_1"]
     assert summary["steps"] == 1 and summary["world_size"] == 2
+
+
+@pytest.mark.parametrize("preset", ["basic", "joblib_cpu"])
+def test_a_run_that_fails_in_a_sweep_leaves_the_others_training(tmp_path, preset):
+    # The first run keeps no pair (2 tokens a sentence at most) and is refused after its data is
+    # prepared. It ended the sweep: the basic launcher never started the second run, and joblib
+    # killed it mid-update. Now the second trains to its end and the command fails at the end.
+    corpus = make_corpus(tmp_path / "corpus", n_train=100)
+    overrides = tiny_overrides(corpus, tmp_path / "cache", tmp_path / "unused")
+    sweep = tmp_path / "sweep"
+    args = [o for o in overrides if not o.startswith("hydra.run.dir")] + [
+        "train.max_steps=12", "train.evaluate_at_end=false", "data.max_tokens_per_sentence=2,64",
+        f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=len_${data.max_tokens_per_sentence}",
+    ]  # fmt: skip
+    if preset != "basic":
+        args.append(f"hydra/launcher={preset}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "rpr_nmt.cli.train", "-m", *args], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    found = summaries(sweep)
+    assert sorted(found) == ["len_64"], done.stderr[-3000:]
+    assert found["len_64"]["steps"] == 12 and found["len_64"]["stopped_by"] == "max_steps"
+    assert "1 run of the sweep failed" in done.stderr
+    assert f"{sweep / 'len_2'}: error: " in done.stderr, done.stderr[-3000:]
+    assert not list(sweep.glob(".failed-*"))
