@@ -246,7 +246,7 @@ def test_a_submitit_run_of_two_tasks_trains_data_parallel(tmp_path):
     assert summary["steps"] == 1 and summary["world_size"] == 2
 
 
-@pytest.mark.parametrize("preset", ["basic", "joblib_cpu"])
+@pytest.mark.parametrize("preset", ["basic", "joblib_cpu", "submitit_local_cpu"])
 def test_a_run_that_fails_in_a_sweep_leaves_the_others_training(tmp_path, preset):
     # The first run keeps no pair (2 tokens a sentence at most) and is refused after its data is
     # prepared. It ended the sweep: the basic launcher never started the second run, and joblib
