@@ -20,6 +20,7 @@ depending on the command line. A checkpoint stores a TrainJobConfig as plain dat
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -61,6 +62,12 @@ class DataConfig:
     max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this
     deduplicate: bool = False  # drop repeated (source, target) training pairs
     cache_dir: str = "data/cache"  # BPE models, encoded corpora (YAML: $RPR_NMT_CACHE)
+
+    def __post_init__(self) -> None:
+        # A `~` the shell left unexpanded ('data.root=~/corpus', RPR_NMT_CACHE='~/x') is the home
+        # folder, not a folder named `~`; no cache key holds these paths.
+        self.root = os.path.expanduser(self.root)
+        self.cache_dir = os.path.expanduser(self.cache_dir)
 
 
 POSITION_STACKS = ("both", "encoder", "decoder")  # ModelConfig.positions_in

@@ -104,7 +104,8 @@ def describe_os_error(error: OSError, settings: dict[str, str]) -> str:
     else:  # e.g. EROFS, EACCES: the folder the file is in
         reason = folder_problem(path.parent)
     reason = reason or error.strerror or type(error).__name__
-    where = next((name for name, folder in settings.items() if _inside(path, Path(folder))), None)
+    folders = {name: Path(folder).expanduser() for name, folder in settings.items()}
+    where = next((name for name, folder in folders.items() if _inside(path, folder)), None)
     hint = f": give another {where}" if where else ""
     return f"cannot use {path}: {reason}{hint}"
 

@@ -26,6 +26,7 @@ from rpr_nmt.config import (
     ModelConfig,
     TrainConfig,
     TranslateJobConfig,
+    job_config_from_dict,
 )
 from tests.conftest import REPO
 
@@ -145,6 +146,20 @@ def test_cache_dir_comes_from_environment(monkeypatch, tmp_path, data):
     assert compose_job("train", [f"data={data}"]).data.cache_dir == "data/cache"
     monkeypatch.setenv("RPR_NMT_CACHE", str(tmp_path))
     assert compose_job("train", [f"data={data}"]).data.cache_dir == str(tmp_path)
+
+
+def test_a_tilde_the_shell_left_is_the_home_folder(monkeypatch, tmp_path):
+    # RPR_NMT_CACHE='~/x' made a folder named `~` in the current one; "data.root='~/corpus'"
+    # failed with "expected ~/corpus/train.en".
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RPR_NMT_CACHE", "~/x")
+    data = to_job_config(compose_job("train", ["data=local", "data.root='~/corpus'"])).data
+    assert (data.root, data.cache_dir) == (f"{tmp_path}/corpus", f"{tmp_path}/x")
+    # A checkpoint's stored data config (read by rpr-nmt-evaluate, -score, -inspect) too.
+    stored = job_config_from_dict({"data": {"root": "~/c", "cache_dir": "~"}}).data
+    assert (stored.root, stored.cache_dir) == (f"{tmp_path}/c", str(tmp_path))
+    assert DataConfig(root="data/local", cache_dir="/abs/c~").root == "data/local"
+    assert DataConfig(cache_dir="/abs/c~").cache_dir == "/abs/c~"
 
 
 def test_positions_is_a_group_of_the_defaults_list():

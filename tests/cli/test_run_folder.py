@@ -3,6 +3,8 @@ collapse into one folder, folder names, and the refusals that come before Hydra 
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict, read_write
@@ -13,6 +15,7 @@ from rpr_nmt.cli.run_folder import (
     RefuseBusyRunFolder,
     RefuseCollapsingSweep,
     collapsing_sweep_overrides,
+    describe_os_error,
     run_folder_name,
 )
 from tests.train.conftest import make_corpus, run_train, tiny_overrides
@@ -178,6 +181,15 @@ def test_a_file_where_the_data_cache_goes_is_one_line(tmp_path):
     done = run_train(tiny_overrides(corpus, tmp_path / "cache", afile), timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-3000:]
     assert f"hydra.run.dir={afile}: {afile} is a file, not a folder" in done.stderr
+
+
+def test_a_cache_dir_given_with_a_tilde_is_named_in_the_error(monkeypatch, tmp_path):
+    # RPR_NMT_CACHE='~/c' is the home folder's c (rpr_nmt.config.DataConfig): name the setting.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "c").write_text("x\n")
+    error = NotADirectoryError(errno.ENOTDIR, "Not a directory", str(tmp_path / "c" / "bpe"))
+    line = describe_os_error(error, {"data.cache_dir (RPR_NMT_CACHE)": "~/c"})
+    assert line.endswith(": give another data.cache_dir (RPR_NMT_CACHE)")
 
 
 def test_the_record_holds_the_hosts_choices_as_it_chose_them():

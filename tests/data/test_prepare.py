@@ -70,6 +70,21 @@ def test_cache_follows_content_and_filters(make_cfg, tiny_corpus):
     assert again.splits["valid"].src[0].tolist() == again.tokenizer.encode(src[0])
 
 
+def test_a_tilde_in_root_and_cache_dir_is_the_home_folder(make_cfg, tiny_corpus, monkeypatch):
+    # A `~` the shell did not expand made a folder named `~` in the current folder.
+    home, cwd = tiny_corpus.parent, tiny_corpus.parent / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    first = prepare_data(make_cfg(root="~/corpus", cache_dir="~/cache"), splits=["train"],
+                         log=_quiet)  # fmt: skip
+    assert first.reused == {"bpe": False, "train": False}
+    assert list(cwd.iterdir()) == [] and len(list((home / "cache" / "bpe").iterdir())) == 1
+    # The same cache entries as the spelled-out paths: no key holds the path.
+    again = prepare_data(make_cfg(), splits=["train"], log=_quiet)
+    assert again.reused == {"bpe": True, "train": True}
+
+
 def test_corpus_save_load_and_select(tmp_path):
     corpus = EncodedCorpus(
         Ragged.from_lists([[5, 6], [7], [8, 9, 10]]), Ragged.from_lists([[4], [], [11, 12]])
