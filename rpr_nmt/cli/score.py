@@ -41,6 +41,7 @@ from rpr_nmt.cli.evaluate import data_config
 from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import ScoreJobConfig, TrainJobConfig
 from rpr_nmt.data import DataError
+from rpr_nmt.data.tokenizer import Tokenizer
 
 PROG = "rpr-nmt-score"
 # The settings that take paths to read, and those that take a path to write (which need not
@@ -95,23 +96,26 @@ def read_file_pair(source: str, reference: str) -> tuple[list[str], list[str]]:
     return sources, refs
 
 
-def check_references(refs: Sequence[str], where: str, sources: Sequence[str] = ()) -> None:
+def check_references(
+    refs: Sequence[str], where: str, tokenizer: Tokenizer, sources: Sequence[str] = ()
+) -> None:
     """Refuse an empty reference line: it would score only an EOS, which measures nothing; and
-    an empty source line: its reference would be scored as the translation of nothing."""
-    for number, ref in enumerate(refs, start=1):
-        if not ref.strip():
-            raise DataError(
-                f"{where}: reference line {number} is empty; remove the pair or give its "
-                "translation"
-            )
-    for number, source in enumerate(sources, start=1):
-        if not source.strip():
-            raise DataError(
-                f"{where}: source line {number} is empty; remove the pair or give its source"
-            )
+    an empty source line: its reference would be scored as the translation of nothing. A line of
+    no BPE token (only control or zero-width characters) is empty to the model, as in
+    rpr-nmt-translate."""
+    for side, lines, mend in (("reference", refs, "translation"), ("source", sources, "source")):
+        for number, line in enumerate(lines, start=1):
+            if not line.strip() or not tokenizer.encode(line):
+                tokens = " (no BPE token: only control or zero-width characters)"
+                raise DataError(
+                    f"{where}: {side} line {number} is empty{tokens if line.strip() else ''}; "
+                    f"remove the pair or give its {mend}"
+                )
 
 
-def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[str], list[str]]:
+def read_input(
+    job: ScoreJobConfig, trained: TrainJobConfig, tokenizer: Tokenizer
+) -> tuple[str, list[str], list[str]]:
     """(name for the output files, sources, references) from pairs=, source=/reference= or a
     split of the data, whichever the command line gives (UsageError when they are mixed)."""
     from rpr_nmt.data import read_parallel_text
@@ -123,17 +127,17 @@ def read_input(job: ScoreJobConfig, trained: TrainJobConfig) -> tuple[str, list[
         raise UsageError("give one input: split=NAME, source=FILE reference=FILE, or pairs=FILE")
     if job.pairs is not None:
         sources, refs = read_pairs_file(job.pairs)
-        check_references(refs, "stdin" if job.pairs == "-" else job.pairs, sources)
+        check_references(refs, "stdin" if job.pairs == "-" else job.pairs, tokenizer, sources)
         return "pairs", sources, refs
     if files:
         sources, refs = read_file_pair(job.source, job.reference)
-        check_references(refs, job.reference)
-        check_references([], job.source, sources)
+        check_references(refs, job.reference, tokenizer)
+        check_references([], job.source, tokenizer, sources)
         return "pairs", sources, refs
     data_cfg = data_config(job, trained.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
-    check_references(refs, f"{data_cfg.name} split '{split}'", sources)
+    check_references(refs, f"{data_cfg.name} split '{split}'", tokenizer, sources)
     return split, sources, refs
 
 
@@ -165,7 +169,7 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     bounds = checked_bounds(job.bounds)
     device = resolve_device(decode.device)
     loaded = load_model(job, device)
-    name, sources, refs = read_input(job, loaded.config)
+    name, sources, refs = read_input(job, loaded.config, loaded.tokenizer)
     if not sources:  # a perplexity of nothing is NaN, not a measure
         raise DataError(f"{where_read(job, name, 'source')}: no pairs to score; give at least "
                         "one `source ||| reference` pair")  # fmt: skip

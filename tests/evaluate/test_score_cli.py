@@ -71,15 +71,21 @@ def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):  # noqa: F
         (["pairs=-"], "a. ||| b.\nA ||| B ||| C\n", "stdin line 2: more than one ' ||| ' in"),
         (["pairs=-"], "a man. ||| ein mann.\n ||| der hund.\n", "stdin: source line 2 is empty"),
         (["source=blank.de", "reference=in.en"], "", "blank.de: source line 2 is empty"),
+        # A line of no BPE token was scored as EOS alone (reference) or encoded as EOS (source).
+        (["pairs=-"], "a man. ||| \u200b\n", "stdin: reference line 1 is empty (no BPE token"),
+        (["source=in.en", "reference=ctrl.de"], "", "ctrl.de: reference line 2 is empty (no BPE"),
+        (["pairs=-"], "a. ||| b.\n\x01\x02 ||| der hund.\n", "stdin: source line 2 is empty (no"),
     ],
     ids=["line_counts", "empty_reference", "empty_stdin_reference", "no_separator",
          "source_alone", "two_inputs", "bad_bounds", "missing_file", "no_pairs", "two_separators",
-         "empty_stdin_source", "empty_source"],
+         "empty_stdin_source", "empty_source", "tokenless_stdin_reference",
+         "tokenless_reference", "tokenless_stdin_source"],
 )  # fmt: skip
 def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin, message):  # noqa: F811
     (tmp_path / "in.en").write_text("a man.\nthe dog.\n", encoding="utf-8")
     (tmp_path / "short.de").write_text("ein mann.\n", encoding="utf-8")
     (tmp_path / "blank.de").write_text("ein mann.\n \n", encoding="utf-8")
+    (tmp_path / "ctrl.de").write_text("ein mann.\n\u200b\x01\n", encoding="utf-8")
     out = cli("score", f"checkpoint={tiny_run['a']}", *args, "hydra.run.dir=run", cwd=tmp_path,
               stdin=stdin)  # fmt: skip
     assert out.returncode == 2, out.stderr
