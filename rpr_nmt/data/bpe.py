@@ -18,6 +18,7 @@ from rpr_nmt.data.errors import DataError
 from rpr_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, default_threads
 
 BPE_SEED = 0  # seeds the sentence sample, so the same inputs give the same model
+SPECIAL_PIECES = len({PAD_ID, UNK_ID, BOS_ID, EOS_ID})  # the pieces before any of the text's
 
 
 def bpe_settings(data_cfg: DataConfig) -> dict[str, Any]:
@@ -98,7 +99,9 @@ def train_bpe(
             sentence_iterator=_drain(sentences) if isinstance(sentences, list) else iter(sentences),
             model_writer=model,
             model_type="bpe",
-            vocab_size=vocab_size,
+            # Below SPECIAL_PIECES sentencepiece fails placing a special piece, before it counts
+            # the pieces the text needs; at SPECIAL_PIECES it names that minimum (_advice).
+            vocab_size=max(vocab_size, SPECIAL_PIECES),
             character_coverage=character_coverage,
             pad_id=PAD_ID,
             unk_id=UNK_ID,
@@ -116,6 +119,11 @@ def train_bpe(
             f"sentencepiece BPE training failed on {count} sentences with "
             f"vocab_size={vocab_size}: {advice} (sentencepiece: {reason})"
         ) from e
+    if vocab_size < SPECIAL_PIECES:  # a text of no character: the specials alone are the minimum
+        raise DataError(
+            f"data.vocab_size={vocab_size} is below the {SPECIAL_PIECES} special pieces (pad, unk, "
+            f"bos, eos): raise it to at least {SPECIAL_PIECES} plus the text's characters"
+        )
     return model.getvalue()
 
 

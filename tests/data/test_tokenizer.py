@@ -82,6 +82,18 @@ def test_vocab_below_the_characters_says_how_far_to_raise_it():
     assert "lower data.vocab_size" not in str(refused.value)
 
 
+@pytest.mark.parametrize("vocab_size", [1, 2, 3, 4, 30])
+def test_a_tiny_vocab_says_the_minimum_too(vocab_size):
+    # Below the 4 special pieces sentencepiece failed placing one, and the advice had no minimum.
+    src, tgt = synthetic_pairs(300)
+    with pytest.raises(DataError) as five:
+        train_bpe(src + tgt, vocab_size=5, character_coverage=1.0)
+    required = re.search(r"raise data\.vocab_size to at least \d+", str(five.value))[0]
+    with pytest.raises(DataError) as refused:
+        train_bpe(src + tgt, vocab_size=vocab_size, character_coverage=1.0)
+    assert required in str(refused.value) and f"vocab_size={vocab_size}:" in str(refused.value)
+
+
 def test_too_small_a_sample_names_bpe_sample_sentences():
     src, tgt = synthetic_pairs(300)
     with pytest.raises(DataError, match=r"raise data\.bpe_sample_sentences \(now 1\)"):
