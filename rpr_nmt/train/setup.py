@@ -25,6 +25,7 @@ from rpr_nmt.data import (
     prepare_data,
     read_parallel_text,
 )
+from rpr_nmt.data.bpe import check_bpe_values
 from rpr_nmt.data.sources import local_path
 from rpr_nmt.model.positions import position_problem
 from rpr_nmt.precision import bf16_support, resolve_precision
@@ -48,6 +49,12 @@ def check_settings(cfg: TrainConfig) -> None:
     for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):
         if getattr(cfg, key) < 1:
             raise SettingsError(f"train.{key}={getattr(cfg, key)} must be at least 1")
+    if cfg.max_bad_steps < 1:
+        raise SettingsError(f"train.max_bad_steps={cfg.max_bad_steps} must be at least 1")
+    if cfg.keep_last < 0:
+        raise SettingsError(f"train.keep_last={cfg.keep_last} must be at least 0")
+    if cfg.average_last < 0:
+        raise SettingsError(f"train.average_last={cfg.average_last} must be at least 0 (0 = off)")
     if cfg.lr <= 0:
         raise SettingsError(f"train.lr={cfg.lr} must be above 0")
     for key in ("warmup_steps", "clip_norm"):
@@ -91,10 +98,10 @@ def check_data_settings(cfg: DataConfig) -> None:
     trained a copy model."""
     if math.isnan(cfg.max_length_ratio):  # inf stays allowed: it means no ratio filter
         raise SettingsError("data.max_length_ratio=nan is not a number: set a number, e.g. 3.0")
-    if not math.isfinite(cfg.bpe_character_coverage):
-        raise SettingsError(
-            f"data.bpe_character_coverage={cfg.bpe_character_coverage} must be a finite number"
-        )
+    try:  # also before a sweep's jobs train (rpr_nmt.cli.sweep_settings), not at its BPE alone
+        check_bpe_values(cfg.vocab_size, cfg.bpe_character_coverage, cfg.bpe_sample_sentences)
+    except DataError as e:
+        raise SettingsError(str(e)) from None
     if cfg.src_lang == cfg.tgt_lang:  # every pair a copy: a model that learns to copy
         raise SettingsError(
             f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}': set them to the two "

@@ -31,7 +31,7 @@ from rpr_nmt.checkpoint import (
     run_folder_lock,
     write_step_checkpoint,
 )
-from rpr_nmt.config import TrainJobConfig
+from rpr_nmt.config import TrainConfig, TrainJobConfig
 from rpr_nmt.data.cache import remove_stale_temporaries
 from rpr_nmt.train import rng
 from rpr_nmt.train.compiler import check_compiler
@@ -203,7 +203,7 @@ class Trainer:
         elif self.ema is not None:  # switched on mid-run: the average starts from these weights
             log.warning("train.ema_decay is new to this run: the weight average starts now")
         self.step = self.saved_at = state.step
-        self.best = state.best
+        self.best = _resumed_best(state.best, state.config.train, self.cfg)
         self.last_train_loss = state.progress.train_loss
         self.time.earlier = state.progress
         log.info(
@@ -225,8 +225,16 @@ class Trainer:
         left = self.time.minutes_left(self.time.earlier.run_seconds)
         if left is not None and left < 0:
             # A resumed run whose earlier sessions used up the time limit trains no further.
+            log.warning(
+                "train.max_time_minutes=%g is spent (%.1f min over this run's sessions): nothing "
+                "is trained; raise it, or set it to null, to continue",
+                cfg.max_time_minutes, self.time.earlier.run_seconds / 60,
+            )  # fmt: skip
             self.stopped_by = "time_limit"
             return
+        if self.step > cfg.max_steps:
+            log.warning("this run is at update %d, past train.max_steps=%d: nothing is trained",
+                        self.step, cfg.max_steps)  # fmt: skip
         if self._stop_before_training():
             self.stopped_by = "signal"
             return
@@ -275,6 +283,8 @@ class Trainer:
                 raise
             if result.stop or (not ctx.distributed and self.signals.requested):
                 self.stopped_by = "signal" if self.signals.requested else "time_limit"
+                if window.steps:  # the updates since the last log line
+                    self.monitor.train(self.step, window.figures())
                 break
             if result.applied and self.step % cfg.valid_every == 0:
                 self._validate()
@@ -403,6 +413,22 @@ class Trainer:
             write_summary(self.run_dir / "train_summary.json", summary)
             log.info("summary: %s", {k: summary[k] for k in list(summary)[:8]})
         return summary
+
+
+def _resumed_best(best: BestSoFar, before: TrainConfig, now: TrainConfig) -> BestSoFar:
+    """The best figures a resumed run compares its validations with: none measured otherwise (by
+    another train.best_metric, or validation losses under another train.label_smoothing)."""
+    for key in ("best_metric", "label_smoothing"):
+        was, is_now = getattr(before, key), getattr(now, key)
+        if was == is_now:
+            continue
+        log.warning("train.%s was %s and is now %s: best.pt is chosen afresh from the next "
+                    "validation", key, was, is_now)  # fmt: skip
+        if key == "label_smoothing":
+            best = replace(best, valid_loss=None)
+        if key == "best_metric" or now.best_metric == "loss":
+            best = replace(best, metric_value=None, step=None)
+    return best
 
 
 def _data_state(data_state: dict[str, Any], rng_per_rank: list[Any]) -> dict[str, Any]:

@@ -55,6 +55,17 @@ def test_a_sweep_of_shaws_terms_in_one_stack_is_refused_at_both_off(capsys):
     assert err.count("\n") == 1
 
 
+def test_a_bpe_setting_sentencepiece_refuses_refuses_the_sweep(capsys):
+    # Checked only at each job's BPE before: the 1.0 job trained, the 0.5 job then failed.
+    config = multirun_config(["data.bpe_character_coverage=1.0,0.5"])
+    with pytest.raises(SystemExit) as refused:
+        RefuseInvalidSweep().on_multirun_start(config)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rpr-nmt-train: error: job 1 of the sweep (data.bpe_character_coverage")
+    assert "data.bpe_character_coverage=0.5 must be in [0.98, 1]" in err and err.count("\n") == 1
+
+
 def test_sweeps_of_valid_settings_pass(capsys):
     for command_line, composed in [
         (["experiment=where_positions", "train.seed=1,2,3"], ("experiment=where_positions",)),

@@ -4,6 +4,7 @@ flag (no dependence on how fast this machine is), impossible settings."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 
 import pytest
@@ -14,7 +15,7 @@ from rpr_nmt.precision import Bf16Support
 from rpr_nmt.train import SettingsError, Trainer, train
 from rpr_nmt.train.signals import StopSignals
 
-from .conftest import compose_config
+from .conftest import compose_config, train_curve
 
 QUIET = ("train.valid_bleu=false", "train.evaluate_at_end=false")
 
@@ -222,6 +223,15 @@ def test_a_stop_file_is_a_shared_stop_request(tmp_path):
         (["train.update_freq=0"], "update_freq=0"),
         (["train.label_smoothing=1.0"], r"train.label_smoothing=1.0 must be in \[0, 1\)"),
         (["train.lr=0"], "train.lr=0.0 must be above 0"),
+        (["train.keep_last=-1", "train.max_steps=1"], "train.keep_last=-1 must be at least 0"),
+        (
+            ["train.average_last=-3", "train.max_steps=1"],
+            r"train.average_last=-3 must be at least 0 \(0 = off\)",
+        ),
+        (
+            ["train.max_bad_steps=0", "train.max_steps=1"],
+            "train.max_bad_steps=0 must be at least 1",
+        ),
         (["model.max_relative_position=-1"], "model.max_relative_position=-1"),
         (["model.n_heads=3"], "not divisible by model.n_heads=3"),
         (["model.n_decoder_layers=0"], "model.n_decoder_layers=0"),
@@ -315,3 +325,75 @@ def test_a_failing_validation_saves_the_trained_weights_first(
     with pytest.raises(RuntimeError, match="validation broke"):
         train(compose_config(corpus, cache_dir, *budget), run)
     assert load_checkpoint(run / "checkpoints" / "last.pt").step == 3
+
+
+def test_a_resume_with_another_best_metric_picks_best_pt_by_the_new_one(
+    corpus, cache_dir, tmp_path
+):
+    # The loss-best value was compared with BLEU: best.pt stayed at the first session's update.
+    run = tmp_path / "run"
+    quick = ("train.evaluate_at_end=false", "train.valid_every=2", "train.save_every=2")
+    train(compose_config(corpus, cache_dir, *quick, "train.max_steps=4"), run)
+    summary = train(
+        compose_config(corpus, cache_dir, *quick, "train.max_steps=8", "train.best_metric=bleu"),
+        run,
+    )
+    assert summary["best_step"] > 4
+    assert load_checkpoint(run / "checkpoints" / "best.pt").step == summary["best_step"]
+
+
+def test_a_rerun_past_the_time_limit_says_the_limit_is_spent(corpus, cache_dir, tmp_path, caplog):
+    # A rerun with a larger max_steps trained nothing without a word.
+    config = compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET)
+    Trainer(config, tmp_path / "run", clock=TickingClock(1.0)).run()
+    config = compose_config(
+        corpus, cache_dir, "train.max_steps=1000", "train.max_time_minutes=0.01", *QUIET
+    )
+    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
+        again = Trainer(config, tmp_path / "run", clock=TickingClock(1.0)).run()
+    assert again["session_steps"] == 0
+    assert "train.max_time_minutes=0.01" in caplog.text and "nothing is trained" in caplog.text
+
+
+def test_a_stop_between_log_lines_logs_the_updates_since_the_last_one(corpus, cache_dir, tmp_path):
+    # Updates after the last log line were never reported: a resumed run's curve lacked them.
+    config = compose_config(
+        corpus, cache_dir, "train.max_steps=100", "train.log_every=4", "train.valid_every=100",
+        "train.save_every=100", *QUIET,
+    )  # fmt: skip
+    stop = StopAfter(6)
+    trainer = stop.trainer = Trainer(config, tmp_path / "run", stop=stop)
+    assert trainer.run()["steps"] == 6
+    assert [step for step, _ in train_curve(tmp_path / "run")] == [4, 6]
+
+
+def test_a_rerun_with_fewer_max_steps_says_the_run_is_past_them(
+    corpus, cache_dir, tmp_path, caplog
+):
+    train(compose_config(corpus, cache_dir, "train.max_steps=3", *QUIET), tmp_path / "run")
+    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
+        again = train(
+            compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET), tmp_path / "run"
+        )
+    assert again["steps"] == 3 and again["session_steps"] == 0
+    assert "at update 3, past train.max_steps=2" in caplog.text
+
+
+def test_a_resume_with_another_label_smoothing_compares_only_its_own_losses(
+    corpus, cache_dir, tmp_path
+):
+    # Smoothed validation losses of 0.0 and 0.5 were compared as one figure.
+    run = tmp_path / "run"
+    quick = (*QUIET, "train.valid_every=2", "train.save_every=2")
+    train(
+        compose_config(corpus, cache_dir, *quick, "train.max_steps=4", "train.label_smoothing=0"),
+        run,
+    )
+    summary = train(
+        compose_config(corpus, cache_dir, *quick, "train.max_steps=8", "train.label_smoothing=0.5"),
+        run,
+    )
+    valid = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    later = {r["step"]: r["loss"] for r in valid if r["kind"] == "valid" and r["step"] > 4}
+    assert summary["best_step"] > 4
+    assert summary["best_valid_loss"] == min(later.values()) == later[summary["best_step"]]
