@@ -20,6 +20,7 @@ from rpr_nmt.data import (
     BatchIterator,
     DataError,
     EncodedCorpus,
+    PreparedData,
     Ragged,
     Tokenizer,
     prepare_data,
@@ -200,7 +201,7 @@ def check_learned_table_fits(
 
 
 def check_evaluated_splits(
-    config: TrainJobConfig, splits: Mapping[str, EncodedCorpus]
+    config: TrainJobConfig, splits: Mapping[str, EncodedCorpus], *, test: bool = True
 ) -> list[str] | None:
     """Refuse, before training, a valid split without pairs and (with train.evaluate_at_end) a
     test split that is missing, unreadable or empty. Found later, an empty valid split gave a
@@ -208,7 +209,8 @@ def check_evaluated_splits(
     test split ended every run, and every rerun, without a summary.
 
     Returns:
-        The test split's sources, or None with train.evaluate_at_end off.
+        The test split's sources, or None with train.evaluate_at_end off or `test` false (a rank
+        other than 0, which does not evaluate).
 
     Raises:
         DataError: the split refused and the way out, in one line.
@@ -219,7 +221,7 @@ def check_evaluated_splits(
             f"validation split '{data.valid_split}' ({_where(data, data.valid_split)}) has no "
             "pairs: set data.valid_split to a split with pairs"
         )
-    if not config.train.evaluate_at_end:
+    if not (config.train.evaluate_at_end and test):
         return None
     way_out = "set data.test_split to a readable split with pairs, or train.evaluate_at_end=false"
     try:
@@ -376,13 +378,25 @@ class TrainingData:
     bleu_text: tuple[list[str], list[str]] | None  # (sources, references); rank 0 only
 
 
+def _check_prepared(
+    config: TrainJobConfig, data: PreparedData, run_dir: Path, *, test: bool
+) -> None:
+    """Refuse prepared splits that cannot train or be evaluated (the test split with `test`)."""
+    test_sources = check_evaluated_splits(config, data.splits, test=test)
+    check_learned_table_fits(config.model, config.data, data.splits)
+    new_run = not (run_dir / "checkpoints" / "last.pt").exists()
+    if new_run and test_sources is not None:  # refused before training
+        check_test_split_fits(config, data.tokenizer, test_sources)
+
+
 def load_training_data(
     config: TrainJobConfig, ctx: DistributedContext, run_dir: Path, log: logging.Logger
 ) -> TrainingData:
     """Prepare (or read the cache of) the train and valid splits; batch them for this rank.
 
-    Rank 0 trains or reads the BPE model and encodes the splits first; the other ranks wait for
-    its outcome and then read rank 0's cache (or, when it failed, end with PeerError).
+    Rank 0 trains or reads the BPE model, encodes the splits and checks them (the test split too:
+    it alone evaluates at the end) first; the other ranks wait for its outcome, then read rank 0's
+    cache and check what they read (or, when rank 0 failed, end with PeerError).
     """
     cfg, data_cfg = config.train, config.data
     splits = ["train", data_cfg.valid_split]
@@ -390,6 +404,7 @@ def load_training_data(
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             data = prepare_data(data_cfg, splits=splits, log=log.info)
+            _check_prepared(config, data, run_dir, test=True)
         except BaseException as error:
             ctx.share_main_outcome(f"{type(error).__name__}: {error}")
             raise
@@ -397,12 +412,8 @@ def load_training_data(
     else:
         ctx.share_main_outcome(None)
         data = prepare_data(data_cfg, splits=splits, log=_quiet)
-    test_sources = check_evaluated_splits(config, data.splits)
-    check_learned_table_fits(config.model, data_cfg, data.splits)
+        _check_prepared(config, data, run_dir, test=False)
     tok = data.tokenizer
-    new_run = not (run_dir / "checkpoints" / "last.pt").exists()
-    if new_run and test_sources is not None:  # refused before training
-        check_test_split_fits(config, tok, test_sources)
     batching = dict(
         max_tokens=cfg.max_tokens, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id,
         seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size,

@@ -133,11 +133,7 @@ class Trainer:
         from rpr_nmt.model import build_model
 
         cfg, ctx = self.cfg, self.ctx
-        check_job_settings(self.config)
-        check_compiler(cfg.compile, ctx.device)
-        self.requested_precision = cfg.precision
-        cfg.precision = training_precision(cfg.precision, ctx.device)  # what checkpoints record
-        self.config.decode = decode_settings(self.config.decode, ctx.device)
+        self._check_settings()
         seed_everything(cfg.seed)
         if ctx.is_main:  # what a killed earlier session left half-written
             for folder in (self.run_dir, self.checkpoint_dir):
@@ -175,6 +171,24 @@ class Trainer:
             self.n_parameters, ctx.device, cfg.precision, ctx.world_size, self.step,
         )  # fmt: skip
 
+    def _check_settings(self) -> None:
+        """Refuse impossible settings before any data is read. A setting every rank refuses is
+        reported by rank 0 alone (the others end with PeerError); one that only another rank
+        refuses (its device) is reported by that rank."""
+        cfg, ctx = self.cfg, self.ctx
+        failure: SettingsError | None = None
+        try:
+            check_job_settings(self.config)
+            check_compiler(cfg.compile, ctx.device)
+            self.requested_precision = cfg.precision
+            cfg.precision = training_precision(cfg.precision, ctx.device)  # checkpoints record it
+            self.config.decode = decode_settings(self.config.decode, ctx.device)
+        except SettingsError as error:
+            failure = error
+        ctx.share_main_outcome(None if failure is None else f"SettingsError: {failure}")
+        if failure is not None:
+            raise failure
+
     def _resume(self) -> None:
         """Continue from checkpoints/last.pt when the run directory has one."""
         path = self.checkpoint_dir / "last.pt"
@@ -200,8 +214,8 @@ class Trainer:
         rng.restore_rng(state.rng_per_rank, self.ctx)
         if self.ema is not None and state.ema is not None:
             self.ema.load_state_dict(state.ema)
-        elif self.ema is not None:  # switched on mid-run: the average starts from these weights
-            log.warning("train.ema_decay is new to this run: the weight average starts now")
+        _warn_resumed_schedule(state.config.train, self.cfg, self.schedule, state.step)
+        _warn_resumed_average(state.config.train.ema_decay, self.cfg.ema_decay, state.ema)
         self.step = self.saved_at = state.step
         self.best = _resumed_best(state.best, state.config.train, self.cfg)
         self.last_train_loss = state.progress.train_loss
@@ -429,6 +443,42 @@ def _resumed_best(best: BestSoFar, before: TrainConfig, now: TrainConfig) -> Bes
         if key == "best_metric" or now.best_metric == "loss":
             best = replace(best, metric_value=None, step=None)
     return best
+
+
+def _warn_resumed_schedule(
+    before: TrainConfig, now: TrainConfig, schedule: Schedule, step: int
+) -> None:
+    """One warning per learning-rate setting a resumed run changes, with the rate of its next
+    update before and now (a raised max_steps counts only under a cool-down, which it moves)."""
+    keys = ["schedule", "lr", "warmup_steps", "cooldown"]
+    if max(before.cooldown, now.cooldown) > 0:
+        keys.append("max_steps")
+    changed = [k for k in keys if getattr(before, k) != getattr(now, k)]
+    if not changed or step >= now.max_steps:  # nothing to train
+        return
+    d_model = schedule.settings["d_model"]
+    old = Schedule(schedule=before.schedule, lr=before.lr, warmup_steps=before.warmup_steps,
+                   d_model=d_model)  # fmt: skip
+    was = old(step + 1) * cooldown_factor(step / before.max_steps, before.cooldown)
+    is_now = schedule(step + 1) * cooldown_factor(step / now.max_steps, now.cooldown)
+    for key in changed:
+        log.warning("train.%s was %s and is now %s: the learning rate of update %d is %.3g "
+                    "(%.3g before)", key, getattr(before, key), getattr(now, key), step + 1,
+                    is_now, was)  # fmt: skip
+
+
+def _warn_resumed_average(before: float, now: float, saved: dict[str, Any] | None) -> None:
+    """A warning when a resumed run changes train.ema_decay: the weight average starts, goes on
+    with the new decay, or is dropped."""
+    if before == now and (now == 0 or saved is not None):
+        return
+    if now == 0:
+        what = "the weight average is dropped: validation and evaluation use the trained weights"
+    elif saved is None:
+        what = "the weight average starts now, from these weights"
+    else:
+        what = "the weight average goes on with the new decay"
+    log.warning("train.ema_decay was %s and is now %s: %s", before, now, what)
 
 
 def _data_state(data_state: dict[str, Any], rng_per_rank: list[Any]) -> dict[str, Any]:

@@ -189,3 +189,24 @@ def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
     assert summaries["torchrun"]["final_train_loss"] == pytest.approx(
         summaries["plain"]["final_train_loss"], rel=1e-6
     )
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [("train.lr=-1", "train.lr=-1.0 must be above 0"), ("data.test_split=nosuch", "nosuch")],
+)
+def test_an_error_every_rank_meets_is_printed_once_under_torchrun(
+    corpus, cache_dir, tmp_path, setting, said
+):
+    """A refused setting, or a missing test split (which rank 0 alone evaluates), printed the
+    same error line once per rank; rank 0 prints it and the other rank ends quietly."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = tiny_overrides(corpus, cache_dir, tmp_path / "run", "train.max_steps=2", setting)
+    command = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(_free_port()),
+               "-m", "rpr_nmt.cli.train", *args]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=torchrun_env(tmp_path), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    errors = [line for line in done.stderr.splitlines() if line.startswith("rpr-nmt-train:")]
+    assert len(errors) == 1 and said in errors[0], done.stderr[-3000:]
+    assert "Error executing job" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode != 0
