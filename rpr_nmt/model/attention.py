@@ -174,18 +174,24 @@ def relative_attention(
     Returns:
         z, the attention output per head.
 
+    Raises:
+        ValueError: an argument of another shape or dtype than below (tables: R = 2k + 1 rows in
+            q's dtype; key_padding_mask: bool), or q_offset < 0, naming the argument.
+
     Shapes:
         q: (B, H, Tq, Dh); k, v: (B, H, Tk, Dh); key_padding_mask: (B, Tk); bias: (H, Tq, Tk);
         returns (B, H, Tq, Dh).
     """
-    B, H, Tq, Dh = q.shape
-    Tk = k.size(-2)
     if max_relative_position < 0:
         raise ValueError(
             f"max_relative_position must be >= 0 (0 = off), got {max_relative_position}"
         )
     if max_relative_position == 0:
         rel_keys = rel_values = None
+    _check_arguments(q, k, v, rel_keys, rel_values, max_relative_position, key_padding_mask,
+                     q_offset, bias)  # fmt: skip
+    B, H, Tq, Dh = q.shape
+    Tk = k.size(-2)
     relative = rel_keys is not None or rel_values is not None
     mask = dict(causal=causal, key_padding_mask=key_padding_mask, q_offset=q_offset)  # hidden keys
     if bias is not None:
@@ -238,3 +244,53 @@ def relative_attention(
     if rel_values is not None:
         z += position_output(r, alpha, rel_values)  # (B, H, Tq, Dh)
     return z
+
+
+def _check_arguments(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    rel_keys: Tensor | None,
+    rel_values: Tensor | None,
+    max_relative_position: int,
+    key_padding_mask: Tensor | None,
+    q_offset: int,
+    bias: Tensor | None,
+) -> None:
+    """Refuse, naming the argument, what relative_attention would misread or fail on deep inside."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(
+            f"q, k, v must be (B, H, T, Dh), got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    B, H, Tq, Dh = q.shape
+    Tk = k.size(-2)
+    if k.shape[:2] != (B, H) or k.size(-1) != Dh or v.shape[:3] != k.shape[:3]:
+        raise ValueError(
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} do not fit q {tuple(q.shape)}: "
+            "k must be (B, H, Tk, Dh), v (B, H, Tk, Dv)"
+        )
+    if q_offset < 0:
+        raise ValueError(f"q_offset must be >= 0 (the first query's position), got {q_offset}")
+    R = 2 * max_relative_position + 1
+    for name, table, width in (("rel_keys", rel_keys, Dh), ("rel_values", rel_values, v.size(-1))):
+        if table is None:
+            continue
+        if table.shape not in ((R, width), (H, R, width)):
+            raise ValueError(
+                f"{name} {tuple(table.shape)} must be (R, D) or (H, R, D) with "
+                f"R = 2k + 1 = {R} (max_relative_position={max_relative_position}), H = {H}, "
+                f"D = {width}"
+            )
+        if table.dtype != q.dtype:
+            raise ValueError(f"{name} is {table.dtype}, q is {q.dtype}: cast the table to q's")
+    if key_padding_mask is not None and (
+        key_padding_mask.dtype != torch.bool or key_padding_mask.shape != (B, Tk)
+    ):
+        raise ValueError(
+            f"key_padding_mask must be bool (B, Tk) = ({B}, {Tk}), True at padding; got "
+            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+        )
+    if bias is not None and (bias.dim() > 3 or bias.shape[-2:] != (Tq, Tk)
+                             or (bias.dim() == 3 and bias.size(0) not in (1, H))):  # fmt: skip
+        raise ValueError(f"bias {tuple(bias.shape)} must be (H, Tq, Tk) = ({H}, {Tq}, {Tk})")

@@ -257,8 +257,8 @@ class Transformer(nn.Module):
 
         def relative_terms(n_layers: int, stack: str, *, causal: bool) -> RelativeTerms | None:
             """One stack's RoPE, ALiBi or T5 terms; None for Shaw (shaw_k) and none."""
-            if relative_positions not in RelativeTerms.METHODS or not placed[stack]:
-                return None
+            if relative_positions in ("shaw", "none") or not placed[stack]:
+                return None  # a method missing from RelativeTerms.METHODS is refused there
             return RelativeTerms(
                 method=relative_positions, n_layers=n_layers, n_heads=n_heads,
                 d_head=d_model // n_heads, causal=causal,

@@ -242,3 +242,31 @@ def test_pair_rows_built_for_other_lengths_are_refused():
     fitting = shaw_pairs(5, 5, 3, 0, causal=False, device=torch.device("cpu"))
     given = relative_attention(q, k, v, rel_keys=table, max_relative_position=3, pairs=fitting)
     assert given.equal(relative_attention(q, k, v, rel_keys=table, max_relative_position=3))
+
+
+def test_a_table_of_another_size_than_2k_plus_1_is_refused():
+    """A table longer than 2k + 1 rows was read silently with its rows misaligned to r_ij."""
+    q, k, v = (torch.randn(B, H, 5, DH) for _ in range(3))
+    table = torch.randn(H, 2 * 2 + 3, DH)
+    for name in ("rel_keys", "rel_values"):
+        with pytest.raises(ValueError, match=rf"{name} \(3, 7, 4\).*R = 2k \+ 1 = 5"):
+            relative_attention(q, k, v, max_relative_position=2, **{name: table})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("rel_keys", torch.randn(H + 1, 5, DH)),
+        ("rel_keys", torch.randn(5, DH + 1)),
+        ("rel_keys", torch.randn(H, 5, DH, dtype=torch.float64)),
+        ("rel_values", torch.randn(1, H, 5, DH)),
+        ("key_padding_mask", torch.zeros(B, 5)),
+        ("key_padding_mask", torch.zeros(B, 6, dtype=torch.bool)),
+        ("bias", torch.randn(H, 5, 6)),
+        ("q_offset", -1),
+    ],
+)
+def test_a_wrong_argument_is_named(name, value):
+    q, k, v = (torch.randn(B, H, 5, DH) for _ in range(3))
+    with pytest.raises(ValueError, match=name):
+        relative_attention(q, k, v, max_relative_position=2, causal=True, **{name: value})

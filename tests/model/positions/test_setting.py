@@ -178,3 +178,14 @@ def test_sharing_tables_across_heads_is_refused_where_there_are_none(method):
         ModelConfig(**{**TINY, "sinusoidal": True, "max_relative_position": 0,
                        "share_relative_across_heads": True})
     )  # fmt: skip
+
+
+def test_a_method_named_in_setting_but_not_in_terms_is_refused_not_built_without_it(monkeypatch):
+    """docs/architecture.md's step 2 done, step 3 forgotten: the model had no position term."""
+    from rpr_nmt.model.positions import setting
+
+    monkeypatch.setattr(setting, "RELATIVE_METHODS", (*setting.RELATIVE_METHODS, "newmethod"))
+    config = ModelConfig(d_model=8, n_heads=2, max_relative_position=0,
+                         relative_positions="newmethod")  # fmt: skip
+    with pytest.raises(ValueError, match="RelativeTerms serves .*not 'newmethod'"):
+        build_model(config, vocab_size=11, pad_id=0)
