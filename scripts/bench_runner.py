@@ -8,12 +8,14 @@ so that each measures the same update on the same batches.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import MissingConfigException
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
@@ -56,7 +58,12 @@ def load_config(
         f"train.max_tokens={max_tokens}",
     ]  # fmt: skip
     with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
+        try:
+            cfg = compose("train", overrides=overrides)
+        except MissingConfigException as e:
+            options = ", ".join(o for o in sorted(e.options or []) if not o.endswith("_schema"))
+            print(f"no preset {e.missing_cfg_file!r}: one of {options}", file=sys.stderr)
+            raise SystemExit(2) from None
     return to_job_config(cfg)
 
 

@@ -19,11 +19,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rpr_nmt.checkpoint import CheckpointError, load_for_inference, step_checkpoints
+from rpr_nmt.checkpoint import CheckpointError, step_checkpoints
+from rpr_nmt.checkpoint.inference import load_inference_model
 from rpr_nmt.checkpoint.run_folder import STEP_PATTERN
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.data import read_parallel_text
 from rpr_nmt.data.errors import DataError
+from rpr_nmt.decode import check_decode_config
 from rpr_nmt.evaluate import evaluate_split
 
 
@@ -44,17 +46,22 @@ def step_of(path: Path) -> int:
 
 def curve(
     run_dir: Path, split: str | None, decode: DecodeConfig, use_ema: bool
-) -> tuple[str, list[Point]]:
-    """Decode `split` (default: the run's validation split) with every kept step checkpoint."""
+) -> tuple[str, list[Point], str]:
+    """Decode `split` (default: the run's validation split) with every kept step checkpoint;
+    returns the split, the points and the weights loaded ("raw" where a run kept no average)."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
     paths = step_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise FileNotFoundError(
             f"{run_dir}/checkpoints has no step_XXXXXXX.pt: train with train.save_every=N and "
             "train.keep_last large enough to keep the points of the curve"
         )
-    points = []
+    points, weights = [], set()
     for path in paths:
-        model, tokenizer, config = load_for_inference(path, "cpu", use_ema=use_ema)
+        loaded = load_inference_model(path, "cpu", use_ema=use_ema)
+        model, tokenizer, config = loaded.model, loaded.tokenizer, loaded.config
+        weights.add(loaded.weights)
         split = split or config.data.valid_split
         sources, refs = read_parallel_text(config.data, split)
         out_dir = run_dir / f"curve_{split}" / path.stem
@@ -66,7 +73,7 @@ def curve(
         print(
             f"update {points[-1].step}: BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f}", flush=True
         )
-    return split, points
+    return split, points, ",".join(sorted(weights))
 
 
 def format_table(points: list[Point]) -> str:
@@ -88,13 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     decode = DecodeConfig(beam_size=args.beam, length_penalty=args.alpha, device="cpu")
     try:
-        split, points = curve(args.run_dir, args.split, decode, args.weights == "ema")
+        check_decode_config(decode)
+    except ValueError as e:
+        parser.error(f"--beam {args.beam} --alpha {args.alpha}: {e}")
+    try:
+        split, points, weights = curve(args.run_dir, args.split, decode, args.weights == "ema")
     except (FileNotFoundError, CheckpointError, DataError) as e:
         print(f"bleu_curve: {e}", file=sys.stderr)
         return 2
     record = {
         "run": str(args.run_dir), "split": split, "beam": args.beam, "alpha": args.alpha,
-        "weights": args.weights, "points": [vars(p) for p in points],
+        "weights": weights, "points": [vars(p) for p in points],
     }  # fmt: skip
     out = args.run_dir / f"curve_{split}.json"
     out.write_text(json.dumps(record, indent=2) + "\n")

@@ -10,6 +10,7 @@ Usage:
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -35,7 +36,8 @@ def count(model: torch.nn.Module, name_filter: str = "") -> int:
     return sum(p.numel() for name, p in model.named_parameters() if name_filter in name)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)
     print("| preset | vocab | parameters | of which embeddings | of which w^K / w^V tables |")
     print("|---|---|---|---|---|")
     for preset, vocab in PRESETS.items():

@@ -89,9 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         ks = [int(k) for k in args.k.split(",")]
     except ValueError:
         parser.error(f"--k {args.k!r}: give comma-separated integers, e.g. 4,16,64")
+    if any(k < 0 for k in ks):
+        parser.error(f"--k {args.k!r}: clipping distances are >= 0, e.g. 4,16,64")
     if not args.bpe.is_file():
         parser.error(f"--bpe {args.bpe}: no such file (a run's BPE model is under data/cache/bpe/)")
-    sp = spm.SentencePieceProcessor(model_file=str(args.bpe))
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(args.bpe))
+    except (RuntimeError, OSError):
+        parser.error(f"--bpe {args.bpe}: not a sentencepiece model (data/cache/bpe/*.model)")
+    names = [path.name for path in args.files]
     profiles = {}
     for path in args.files:
         try:
@@ -100,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         try:
-            profiles[path.name] = length_profile([len(x) + 1 for x in sp.encode(lines)], ks)
+            name = path.name if names.count(path.name) == 1 else str(path)
+            profiles[name] = length_profile([len(x) + 1 for x in sp.encode(lines)], ks)
         except ValueError as e:
             print(f"error: {path}: {e}", file=sys.stderr)
             return 1

@@ -34,7 +34,7 @@ def read_run(folder: Path) -> dict[str, Any]:
         raise SystemExit(
             f"{path}: not an rpr-nmt-inspect output ({e}); run rpr-nmt-inspect first"
         ) from None
-    if not numbers.get("position_probe"):
+    if not isinstance(numbers, dict) or not numbers.get("position_probe"):
         raise SystemExit(f"{path}: no position probe (written before it, or from one sentence)")
     label = method_label(numbers)
     return {

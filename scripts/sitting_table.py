@@ -25,7 +25,12 @@ def peer_summary(log: Path) -> dict[str, Any]:
         raise SystemExit(f"{log}: missing; scripts/cpu_sitting.sh writes it (the peer's run)")
     for line in reversed(log.read_text().splitlines()):
         if line.startswith("{") and "steady_tok_s" in line:
-            summary = json.loads(line)
+            try:
+                summary = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(
+                    f"{log}: its summary line is not JSON ({e}); rerun the peer"
+                ) from None
             if summary["steady_tok_s"] is None:
                 raise SystemExit(
                     f"{log}: no steady rate (one report of tok/s); run the peer for more steps "
@@ -77,7 +82,10 @@ def main() -> None:
     bench_path = args.sitting / "bench.json"
     if not bench_path.is_file():
         raise SystemExit(f"{bench_path}: missing; scripts/cpu_sitting.sh writes it (bench_train)")
-    bench = json.loads(bench_path.read_text())
+    try:
+        bench = json.loads(bench_path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{bench_path}: not JSON ({e}); rerun scripts/bench_train.py") from None
     table = sitting_table(bench, [peer_summary(args.sitting / name) for name in PEER_LOGS])
     print(table, end="")
     if args.out:

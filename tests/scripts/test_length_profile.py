@@ -37,3 +37,32 @@ def test_the_script_reads_gzip_text_and_names_a_missing_file(tmp_path, capsys):
     assert "| train.en.gz | 120 |" in out and "0.00% |" in out
     assert profile.main([*args, str(tmp_path / "nowhere.en")]) == 1
     assert "nowhere.en" in capsys.readouterr().err
+
+
+def test_files_of_one_name_from_two_folders_each_keep_their_row(tmp_path, capsys):
+    # Two corpora's train.en.gz used to share one row: the second silently replaced the first.
+    text = ["a b c d e f g h", "a b", "c d e"] * 40
+    (tmp_path / "train.txt").write_text("\n".join(text) + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "train.txt"), model_prefix=str(tmp_path / "bpe"), vocab_size=20,
+        model_type="bpe", character_coverage=1.0,
+    )  # fmt: skip
+    for folder, lines in (("one", text), ("two", text[:3])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.en").write_text("\n".join(lines) + "\n")
+    files = [str(tmp_path / "one" / "train.en"), str(tmp_path / "two" / "train.en")]
+    assert profile.main(["--bpe", str(tmp_path / "bpe.model"), *files]) == 0
+    out = capsys.readouterr().out
+    assert f"| {files[0]} | 120 |" in out and f"| {files[1]} | 3 |" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "named"), [(["--k", "-1"], "--k '-1'"), (["--bpe", "__file__"], "not a sentencepiece")]
+)
+def test_a_negative_k_or_a_file_that_is_no_model_is_one_line(tmp_path, capsys, args, named):
+    (tmp_path / "a.en").write_text("a b\n")
+    args = [str(tmp_path / "a.en") if a == "__file__" else a for a in args]
+    base = ["--bpe", str(tmp_path / "a.en")] if "--bpe" not in args else []
+    with pytest.raises(SystemExit) as exit:
+        profile.main([*base, *args, str(tmp_path / "a.en")])
+    assert exit.value.code == 2 and named in capsys.readouterr().err

@@ -68,3 +68,20 @@ def test_a_sweep_without_a_probed_run_is_refused(tmp_path):
     assert done.returncode == 2 and "no finished run with a checkpoint" in done.stderr
     done = probe_sweep(tmp_path / "missing", tmp_path / "probe")
     assert done.returncode == 2 and "is not a folder" in done.stderr
+
+
+def test_a_damaged_checkpoint_is_left_out_and_the_others_still_make_the_table(
+    tiny_checkpoint,  # noqa: F811
+    tmp_path,
+):
+    # One run rpr-nmt-inspect failed on used to end the command: no table for the other runs.
+    sweep, out = tmp_path / "sweep", tmp_path / "probe"
+    for name in ("a_damaged", "b_fine"):
+        (sweep / name / "checkpoints").mkdir(parents=True)
+        (sweep / name / "train_summary.json").write_text("{}")
+        shutil.copy(tiny_checkpoint, sweep / name / "checkpoints" / "last.pt")
+    (sweep / "a_damaged" / "checkpoints" / "last.pt").write_text("cut short")
+    done = probe_sweep(sweep, out)
+    assert done.returncode == 1
+    assert "a_damaged: rpr-nmt-inspect failed" in done.stderr
+    assert "| Shaw k = 4 | encoder | 1 |" in (out / "probe.md").read_text()

@@ -62,3 +62,9 @@ def test_main_prints_the_table_and_writes_each_runs_figures(tmp_path, monkeypatc
     written = json.loads(out.read_text())
     assert [run["setting"] for run in written] == ["RoPE", "none"]  # as given
     assert set(written[0]) == {"setting", "checkpoint", "step", "sentences", "split", "probe"}
+
+
+def test_an_inspect_json_that_is_no_object_names_itself(tmp_path):
+    (tmp_path / "inspect.json").write_text("[1, 2]")  # used to end in an AttributeError
+    with pytest.raises(SystemExit, match="inspect.json: no position probe"):
+        probe_table.read_run(tmp_path)

@@ -100,3 +100,14 @@ def test_the_sitting_refuses_a_bad_list_before_the_peer_runs(tmp_path, env, name
     assert done.returncode == 2
     assert named in done.stderr and done.stderr.count("\n") == 1
     assert not out.exists() and not (peer / "ran.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("bench.json", '{"rows": ['), ("onmt_after.log", '{"steady_tok_s": 3400\n')]
+)
+def test_a_cut_short_json_file_is_named_in_one_line(tmp_path, monkeypatch, name, text):
+    write_sitting(tmp_path)
+    (tmp_path / name).write_text(text)
+    monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
+    with pytest.raises(SystemExit, match=f"{name}: .*not JSON"):
+        table.main()
