@@ -12,6 +12,19 @@ from ..conftest import load_script
 profile = load_script("length_profile")
 
 
+TEXT = ["a b c d e f g h", "a b", "c d e"] * 40
+
+
+def train_bpe(tmp_path) -> list[str]:
+    """A 20-piece BPE model, tmp_path / bpe.model, trained on TEXT; returns TEXT."""
+    (tmp_path / "train.txt").write_text("\n".join(TEXT) + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "train.txt"), model_prefix=str(tmp_path / "bpe"), vocab_size=20,
+        model_type="bpe", character_coverage=1.0,
+    )  # fmt: skip
+    return TEXT
+
+
 def test_a_sentence_clips_at_k_only_when_it_has_a_distance_beyond_k():
     p = profile.length_profile([2, 5, 6, 6], ks=[1, 4, 5])
     # n tokens have distances up to n - 1: beyond 1 for n >= 3, beyond 4 for n = 6, beyond 5 never.
@@ -23,12 +36,7 @@ def test_a_sentence_clips_at_k_only_when_it_has_a_distance_beyond_k():
 
 
 def test_the_script_reads_gzip_text_and_names_a_missing_file(tmp_path, capsys):
-    text = ["a b c d e f g h", "a b", "c d e"] * 40
-    (tmp_path / "train.txt").write_text("\n".join(text) + "\n")
-    spm.SentencePieceTrainer.train(
-        input=str(tmp_path / "train.txt"), model_prefix=str(tmp_path / "bpe"), vocab_size=20,
-        model_type="bpe", character_coverage=1.0,
-    )  # fmt: skip
+    text = train_bpe(tmp_path)
     with gzip.open(tmp_path / "train.en.gz", "wt") as f:
         f.write("\n".join(text) + "\n")
     args = ["--bpe", str(tmp_path / "bpe.model"), "--k", "2,64"]
@@ -41,12 +49,7 @@ def test_the_script_reads_gzip_text_and_names_a_missing_file(tmp_path, capsys):
 
 def test_files_of_one_name_from_two_folders_each_keep_their_row(tmp_path, capsys):
     # Two corpora's train.en.gz used to share one row: the second silently replaced the first.
-    text = ["a b c d e f g h", "a b", "c d e"] * 40
-    (tmp_path / "train.txt").write_text("\n".join(text) + "\n")
-    spm.SentencePieceTrainer.train(
-        input=str(tmp_path / "train.txt"), model_prefix=str(tmp_path / "bpe"), vocab_size=20,
-        model_type="bpe", character_coverage=1.0,
-    )  # fmt: skip
+    text = train_bpe(tmp_path)
     for folder, lines in (("one", text), ("two", text[:3])):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "train.en").write_text("\n".join(lines) + "\n")
