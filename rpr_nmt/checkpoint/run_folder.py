@@ -299,8 +299,9 @@ def load_checkpoint_or_run(item: str | Path) -> TrainingState:
     return load_checkpoint(paths[0]) if len(paths) == 1 else average_checkpoints(paths)
 
 
-def average_last(checkpoint_dir: Path, n: int) -> tuple[Path, TrainingState]:
-    """Average the newest `n` step checkpoints into checkpoints/averaged.pt.
+def average_last(checkpoint_dir: Path, n: int, *, why_fewer: str) -> tuple[Path, TrainingState]:
+    """Average the newest `n` step checkpoints into checkpoints/averaged.pt; when there are fewer,
+    those, with a warning that gives `why_fewer` as the cause.
 
     Returns:
         (path of averaged.pt, the averaged state).
@@ -308,8 +309,8 @@ def average_last(checkpoint_dir: Path, n: int) -> tuple[Path, TrainingState]:
     paths = step_checkpoints(checkpoint_dir)[-n:]
     if len(paths) < n:
         log.warning(
-            "train.average_last=%d but only %d step checkpoints are kept (train.keep_last); "
-            "averaging those", n, len(paths),
+            "train.average_last=%d but this run has only %d step checkpoints, so those are "
+            "averaged: %s", n, len(paths), why_fewer,
         )  # fmt: skip
     averaged = average_checkpoints(paths)
     out = save_checkpoint(averaged, checkpoint_dir / "averaged.pt")

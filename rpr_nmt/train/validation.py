@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from rpr_nmt.checkpoint import average_last, step_checkpoints
-from rpr_nmt.config import DecodeConfig, ModelConfig, TrainJobConfig
+from rpr_nmt.checkpoint import average_last
+from rpr_nmt.config import DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.decode.constraints import PositionLimitError, check_sources_fit
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.ema import WeightAverage
@@ -274,29 +274,20 @@ def validation_figures(
     return figures
 
 
-def checkpoints_to_average(checkpoint_dir: Path, config: TrainJobConfig, step: int) -> int:
-    """train.average_last, or the step checkpoints there are when fewer, with a warning that names
-    the cause: too few saves in `step` updates (train.save_every), or older ones deleted by an
-    earlier session that kept fewer (the trainer keeps max(keep_last, average_last))."""
-    cfg, found = config.train, len(step_checkpoints(checkpoint_dir))
-    if not 0 < found < cfg.average_last:
-        return cfg.average_last
+def why_fewer_to_average(cfg: TrainConfig, step: int) -> str:
+    """Why a run at update `step` may hold fewer than train.average_last step checkpoints: too few
+    saves (train.save_every), or older ones deleted by an earlier session that kept fewer (the
+    trainer keeps max(keep_last, average_last))."""
     saves = -(-step // cfg.save_every)  # every save_every updates and at the end
     if saves < cfg.average_last:
-        cause = (
+        return (
             f"{step} updates at train.save_every={cfg.save_every} save {saves}: lower "
             f"train.save_every (or train longer) to have {cfg.average_last}"
         )
-    else:
-        cause = (
-            "an earlier session of this run kept fewer and deleted the older ones (a smaller "
-            "train.keep_last and train.average_last)"
-        )
-    log.warning(
-        "train.average_last=%d but this run has only %d step checkpoints, so those are averaged: "
-        "%s", cfg.average_last, found, cause,
-    )  # fmt: skip
-    return found
+    return (
+        "an earlier session of this run kept fewer and deleted the older ones (a smaller "
+        "train.keep_last and train.average_last)"
+    )
 
 
 def final_evaluation(
@@ -330,8 +321,8 @@ def final_evaluation(
     extra: dict[str, Any] = {}
     checkpoint, weights = checkpoint_dir / "last.pt", None
     if cfg.average_last > 0:
-        n = checkpoints_to_average(checkpoint_dir, config, step)
-        checkpoint, averaged = average_last(checkpoint_dir, n)
+        why_fewer = why_fewer_to_average(cfg, step)
+        checkpoint, averaged = average_last(checkpoint_dir, cfg.average_last, why_fewer=why_fewer)
         weights = averaged.weights()
         extra["averaged_checkpoint"] = str(checkpoint)
     elif ema is not None:
