@@ -393,6 +393,9 @@ def main():
     parser.add_argument("--skip-layer", action="store_true")
     parser.add_argument("--peak-of", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for option, rounds in (("--rounds", args.rounds), ("--layer-rounds", args.layer_rounds)):
+        if rounds < 1:
+            parser.error(f"{option} {rounds}: time at least one round")
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     if args.peak_of:
         peak = measure_peak_here(args.peak_of[0], int(args.peak_of[1]), device, dtype)

@@ -83,6 +83,9 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--by-query", action="store_true", help="Shaw's terms by ByQuery")
     args = parser.parse_args()
+    for name in ("rounds", "updates"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: time at least one")
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     if args.by_query:

@@ -90,6 +90,8 @@ def main() -> None:
     parser.add_argument("--compiled", action="store_true", help="also time rand_mask compiled")
     parser.add_argument("--numpy", action="store_true", help="also time NumPy's SFC64 words")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: time at least one round")
     if args.threads:
         torch.set_num_threads(args.threads)
     print(host_summary(matmul_ceilings()), flush=True)

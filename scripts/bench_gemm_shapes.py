@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if args.rounds < 1:
-        raise SystemExit(f"--rounds {args.rounds}: time at least one round")
+        parser.error(f"--rounds {args.rounds}: time at least one round")
     if args.threads:
         torch.set_num_threads(args.threads)
     print(host_summary(matmul_ceilings()), flush=True)

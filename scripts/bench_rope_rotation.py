@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--shape", type=int, nargs=4, default=[464, 4, 14, 64], metavar="N")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: time at least one round")
     if args.threads:
         torch.set_num_threads(args.threads)
     print(host_summary(matmul_ceilings()), flush=True)

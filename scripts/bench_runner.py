@@ -44,7 +44,8 @@ def data_root() -> Path:
     for candidate in (REPO.parent / "shared" / "data", Path("/work/shared/data")):
         if (candidate / "multi30k").is_dir():
             return candidate
-    raise SystemExit("Multi30k not found: set RPR_NMT_DATA to the folder holding multi30k/")
+    print("Multi30k not found: set RPR_NMT_DATA to the folder holding multi30k/", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def load_config(

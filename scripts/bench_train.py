@@ -57,7 +57,7 @@ import torch
 
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.model import attention_kernels, resolve_device
-from rpr_nmt.precision import host_summary, matmul_ceilings, matmul_gflops
+from rpr_nmt.precision import PRECISIONS, host_summary, matmul_ceilings, matmul_gflops
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.train.monitor import peak_memory_mb
 
@@ -252,6 +252,11 @@ def main() -> None:
         "--peak-of", nargs=2, metavar=("VARIANT", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
+    for name in ("rounds", "steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: time at least one")
+    if unknown := [p for p in args.precisions if p not in PRECISIONS or p == "auto"]:
+        parser.error(f"--precisions {' '.join(unknown)}: use fp32, bf16 or fp16 (CUDA)")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

@@ -105,10 +105,12 @@ def spacy_stand_in_wheel(into: Path) -> Path:
     return path
 
 
-def copy_tree(source: Path, target: Path) -> None:
-    if not source.is_dir():
-        raise SystemExit(f"error: {source} is not a folder: pass --data / --peers to where it is")
-    shutil.copytree(source, target, dirs_exist_ok=True)
+def source_problem(data: Path, peers: Path) -> str | None:
+    """The folder of --data / --peers that is missing; None when both are there."""
+    for source in (data / "multi30k", peers):
+        if not source.is_dir():
+            return f"{source} is not a folder: pass --data / --peers to where it is"
+    return None
 
 
 def size_mib(folder: Path) -> float:
@@ -120,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--peers", type=Path, default=REPO.parent / "shared" / "peers" / "opennmt")
     args = parser.parse_args(argv)
+    if problem := source_problem(args.data, args.peers):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2  # before anything is built or downloaded
 
     wheels, onmt, device = REPO / ".whl", REPO / ".whl_onmt", REPO / ".device"
     if len(list(wheels.glob("*.whl"))) < len(RPR_NMT_WHEELS):
@@ -127,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(list(onmt.glob("*.whl"))) < len(ONMT_WHEELS) + 1:
         download(ONMT_WHEELS, onmt)
         spacy_stand_in_wheel(onmt)
-    copy_tree(args.data / "multi30k", device / "data" / "multi30k")
-    copy_tree(args.peers, device / "peers" / "opennmt")
+    shutil.copytree(args.data / "multi30k", device / "data" / "multi30k", dirs_exist_ok=True)
+    shutil.copytree(args.peers, device / "peers" / "opennmt", dirs_exist_ok=True)
     sizes = {folder: size_mib(folder) for folder in (wheels, onmt, device)}
     for folder, size in sizes.items():
         print(f"{folder.relative_to(REPO)}/: {size:.1f} MiB")

@@ -58,8 +58,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 RETURN=${RESULTS:-${OUT:?set OUT or RESULTS to the folder that receives the results}}
 SITTING=${SITTING:-/tmp/gpu_sitting}  # what the stages write; packed into $RETURN at the end
+[ "$(realpath -m "$RETURN")" != "$(realpath -m "$SITTING")" ] || { echo "SITTING must differ from $RETURN" >&2; exit 2; }
 mkdir -p "$RETURN" "$SITTING"
-[ "$(realpath "$RETURN")" != "$(realpath "$SITTING")" ] || { echo "SITTING must differ from $RETURN" >&2; exit 2; }
 DEVICE=${DEVICE:-cuda}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 RPR_NMT_DATA=${RPR_NMT_DATA:-$PWD/.device/data}

@@ -18,9 +18,9 @@ SWEEP=$1; OUT=$2
 SENTENCES=${SENTENCES:-1000}
 PY=${PY:-.venv/bin/python}
 [ -d "$SWEEP" ] || { echo "probe_sweep: $SWEEP is not a folder" >&2; exit 2; }
+[ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "probe_sweep: $OUT is a file, not a folder" >&2; exit 2; }
 case "$SENTENCES" in ''|*[!0-9]*) echo "probe_sweep: SENTENCES=$SENTENCES is not a number" >&2; exit 2;; esac
-mkdir -p "$OUT"
-probed=(); failed=()
+runs=()
 for run in "$SWEEP"/*/; do
   run=${run%/}
   [ -f "$run/train_summary.json" ] || continue
@@ -31,6 +31,12 @@ for run in "$SWEEP"/*/; do
   if [ ! -f "$run/checkpoints/last.pt" ]; then
     echo "probe_sweep: $run has no checkpoints/last.pt (a collected run?); left out" >&2; continue
   fi
+  runs+=("$run")
+done
+[ ${#runs[@]} -gt 0 ] || { echo "probe_sweep: no finished run with a checkpoint under $SWEEP" >&2; exit 2; }
+mkdir -p "$OUT"
+probed=(); failed=()
+for run in "${runs[@]}"; do
   out=$OUT/$(basename "$run")
   if [ ! -f "$out/inspect.json" ]; then
     echo "== $(basename "$run")"
@@ -41,6 +47,6 @@ for run in "$SWEEP"/*/; do
   fi
   probed+=("$out")
 done
-[ ${#probed[@]} -gt 0 ] || { echo "probe_sweep: no finished run with a checkpoint under $SWEEP" >&2; exit 2; }
+[ ${#probed[@]} -gt 0 ] || { echo "probe_sweep: rpr-nmt-inspect failed on every run: ${failed[*]}" >&2; exit 1; }
 "$PY" "$(dirname "$0")/probe_table.py" "${probed[@]}" --json "$OUT/probe.json" | tee "$OUT/probe.md"
 [ ${#failed[@]} -eq 0 ] || { echo "probe_sweep: ${#failed[@]} run(s) left out: ${failed[*]}" >&2; exit 1; }

@@ -18,11 +18,20 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rpr_nmt.inspection.statistics import STACKS
 from rpr_nmt.report.labels import method_label
 from rpr_nmt.report.sweep import row_order
+
+RUN_KEYS = ("checkpoint", "step", "sentences", "split")
+PROBE_KEYS = ("stack", "r2", "baseline_r2")
+
+
+def refuse(message: str) -> NoReturn:
+    """One line on stderr, exit 2: an input folder is not what the table needs."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
 
 
 def read_run(folder: Path) -> dict[str, Any]:
@@ -31,11 +40,16 @@ def read_run(folder: Path) -> dict[str, Any]:
     try:
         numbers = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(
-            f"{path}: not an rpr-nmt-inspect output ({e}); run rpr-nmt-inspect first"
-        ) from None
+        refuse(f"{path}: not an rpr-nmt-inspect output ({e}); run rpr-nmt-inspect first")
     if not isinstance(numbers, dict) or not numbers.get("position_probe"):
-        raise SystemExit(f"{path}: no position probe (written before it, or from one sentence)")
+        refuse(f"{path}: no position probe (written before it, or from one sentence)")
+    probes = numbers["position_probe"]
+    for key in RUN_KEYS:
+        if key not in numbers:
+            refuse(f"{path}: no {key!r}; run rpr-nmt-inspect again")
+    for i, probe in enumerate(probes if isinstance(probes, list) else [None]):
+        if not isinstance(probe, dict) or any(key not in probe for key in PROBE_KEYS):
+            refuse(f"{path}: position_probe[{i}] lacks one of {', '.join(PROBE_KEYS)}")
     label = method_label(numbers)
     return {
         "setting": label,
@@ -65,6 +79,9 @@ def table(runs: list[dict[str, Any]]) -> str:
     for stack in STACKS:
         for setting, of_setting in by_setting.items():
             probes = [p for run in of_setting for p in run["probe"] if p["stack"] == stack]
+            if len({len(p["r2"]) for p in probes}) > 1:
+                runs_of = ", ".join(run["checkpoint"] for run in of_setting)
+                refuse(f"{setting}: its runs ({runs_of}) differ in {stack} layers; table apart")
             row = [setting, stack, str(len(probes)), cell([p["baseline_r2"] for p in probes])]
             row += [cell([p["r2"][i] for p in probes]) for i in range(len(probes[0]["r2"]))]
             lines.append("| " + " | ".join(row) + " |")

@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="operators listed per variant")
     args = parser.parse_args()
     if args.steps < 1:
-        raise SystemExit(f"--steps {args.steps}: profile at least one update")
+        parser.error(f"--steps {args.steps}: profile at least one update")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device("cpu")

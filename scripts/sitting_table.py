@@ -13,31 +13,60 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PEER_LOGS = ("onmt_before.log", "onmt_after.log")
+BENCH_KEYS = ("date", "host", "command", "rows")
+ROW_KEYS = ("label", "precision", "tokens_per_sec", "time_ratio_to_sinusoid", "time_ratio_range")
+PEER_KEYS = ("steady_tok_s", "peak_rss_MiB")
+
+
+def refuse(message: str) -> NoReturn:
+    """One line on stderr, exit 2: the input is not what the table needs."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def missing_key(record: object, keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` that `record` (a JSON object) lacks; None when it has them all."""
+    if not isinstance(record, dict):
+        return f"holds a {type(record).__name__}, not an object"
+    return next((f"no {key!r}" for key in keys if key not in record), None)
+
+
+def bench_problem(bench: object) -> str | None:
+    """What bench.json lacks of what the table reads; None when nothing."""
+    if problem := missing_key(bench, BENCH_KEYS):
+        return problem
+    if not isinstance(bench["rows"], list):
+        return "'rows' is not a list"
+    for i, row in enumerate(bench["rows"]):
+        if problem := missing_key(row, ROW_KEYS):
+            return f"rows[{i}] {problem}"
+    return None
 
 
 def peer_summary(log: Path) -> dict[str, Any]:
     """The summary train_bench.sh prints last (a JSON object with steady_tok_s, peak_rss_MiB)."""
     if not log.is_file():
-        raise SystemExit(f"{log}: missing; scripts/cpu_sitting.sh writes it (the peer's run)")
+        refuse(f"{log}: missing; scripts/cpu_sitting.sh writes it (the peer's run)")
     for line in reversed(log.read_text().splitlines()):
         if line.startswith("{") and "steady_tok_s" in line:
             try:
                 summary = json.loads(line)
             except json.JSONDecodeError as e:
-                raise SystemExit(
-                    f"{log}: its summary line is not JSON ({e}); rerun the peer"
-                ) from None
+                refuse(f"{log}: its summary line is not JSON ({e}); rerun the peer")
+            if problem := missing_key(summary, PEER_KEYS):
+                refuse(f"{log}: its summary line has {problem}; rerun the peer")
             if summary["steady_tok_s"] is None:
-                raise SystemExit(
+                refuse(
                     f"{log}: no steady rate (one report of tok/s); run the peer for more steps "
                     "(PEER_STEPS=60 in scripts/cpu_sitting.sh)"
                 )
             return summary
-    raise SystemExit(f"{log}: no summary line with steady_tok_s; did the peer's run finish?")
+    refuse(f"{log}: no summary line with steady_tok_s; did the peer's run finish?")
 
 
 def sitting_table(bench: dict[str, Any], peers: list[dict[str, Any]]) -> str:
@@ -81,11 +110,13 @@ def main() -> None:
     args = parser.parse_args()
     bench_path = args.sitting / "bench.json"
     if not bench_path.is_file():
-        raise SystemExit(f"{bench_path}: missing; scripts/cpu_sitting.sh writes it (bench_train)")
+        refuse(f"{bench_path}: missing; scripts/cpu_sitting.sh writes it (bench_train)")
     try:
         bench = json.loads(bench_path.read_text())
     except json.JSONDecodeError as e:
-        raise SystemExit(f"{bench_path}: not JSON ({e}); rerun scripts/bench_train.py") from None
+        refuse(f"{bench_path}: not JSON ({e}); rerun scripts/bench_train.py")
+    if problem := bench_problem(bench):
+        refuse(f"{bench_path}: {problem}; rerun scripts/bench_train.py --json")
     table = sitting_table(bench, [peer_summary(args.sitting / name) for name in PEER_LOGS])
     print(table, end="")
     if args.out:

@@ -21,3 +21,13 @@ def test_a_misspelt_preset_is_one_line_naming_the_presets(monkeypatch, capsys, m
         runner.load_config(model, 1000, data=data)
     err = capsys.readouterr().err
     assert exit.value.code == 2 and named in err and "_schema" not in err
+
+
+def test_missing_corpora_are_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("RPR_NMT_DATA", raising=False)
+    monkeypatch.setattr(runner, "REPO", tmp_path / "repo")
+    monkeypatch.setattr(runner, "Path", lambda p: tmp_path / "nowhere")
+    with pytest.raises(SystemExit) as exit:
+        runner.data_root()
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "set RPR_NMT_DATA" in err and err.count("\n") == 1

@@ -68,6 +68,17 @@ def test_a_sweep_without_a_probed_run_is_refused(tmp_path):
     assert done.returncode == 2 and "no finished run with a checkpoint" in done.stderr
     done = probe_sweep(tmp_path / "missing", tmp_path / "probe")
     assert done.returncode == 2 and "is not a folder" in done.stderr
+    (tmp_path / "file").write_text("")
+    done = probe_sweep(tmp_path / "sweep", tmp_path / "file")
+    assert done.returncode == 2 and "file is a file, not a folder" in done.stderr
+
+
+def test_a_refused_sweep_creates_no_output_folder(tmp_path):
+    (tmp_path / "sweep" / "run").mkdir(parents=True)  # unfinished
+    for sweep in (tmp_path / "sweep", tmp_path / "missing"):
+        done = probe_sweep(sweep, tmp_path / "probe")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert not (tmp_path / "probe").exists()
 
 
 def test_a_damaged_checkpoint_is_left_out_and_the_others_still_make_the_table(

@@ -42,9 +42,16 @@ def test_runs_of_one_setting_share_a_row_with_their_mean_and_range(tmp_path):
     assert [line.split(" | ")[1] for line in lines[4:]] == ["decoder", "decoder"]
 
 
-def test_a_folder_without_the_probe_names_itself(tmp_path):
-    with pytest.raises(SystemExit, match="inspect.json"):
-        probe_table.read_run(tmp_path)
+def refused(capsys, call, named: str) -> None:
+    """call() refuses in one line on stderr naming `named`, with exit status 2."""
+    with pytest.raises(SystemExit) as exit_:
+        call()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and named in err and err.count("\n") == 1, err
+
+
+def test_a_folder_without_the_probe_names_itself(tmp_path, capsys):
+    refused(capsys, lambda: probe_table.read_run(tmp_path), "inspect.json")
 
 
 def test_main_prints_the_table_and_writes_each_runs_figures(tmp_path, monkeypatch, capsys):
@@ -64,7 +71,33 @@ def test_main_prints_the_table_and_writes_each_runs_figures(tmp_path, monkeypatc
     assert set(written[0]) == {"setting", "checkpoint", "step", "sentences", "split", "probe"}
 
 
-def test_an_inspect_json_that_is_no_object_names_itself(tmp_path):
+def test_an_inspect_json_that_is_no_object_names_itself(tmp_path, capsys):
     (tmp_path / "inspect.json").write_text("[1, 2]")  # used to end in an AttributeError
-    with pytest.raises(SystemExit, match="inspect.json: no position probe"):
-        probe_table.read_run(tmp_path)
+    refused(capsys, lambda: probe_table.read_run(tmp_path), "inspect.json: no position probe")
+
+
+@pytest.mark.parametrize(
+    ("drop", "named"),
+    [("checkpoint", "inspect.json: no 'checkpoint'"), ("r2", "position_probe[0] lacks one of")],
+)
+def test_an_inspect_json_without_a_key_the_table_reads_names_it(tmp_path, capsys, drop, named):
+    # Valid JSON without a key it reads used to end in a KeyError traceback.
+    folder = inspected(tmp_path / "a", dict(max_relative_position=0), [0.1, 0.2], 1)
+    numbers = json.loads((folder / "inspect.json").read_text())
+    numbers.pop(drop, None)
+    numbers["position_probe"][0].pop(drop, None)
+    (folder / "inspect.json").write_text(json.dumps(numbers))
+    refused(capsys, lambda: probe_table.read_run(folder), named)
+
+
+@pytest.mark.parametrize(
+    "depths", [([0.1, 0.2, 0.3], [0.5, 0.6, 0.7, 0.8]), ([0.1] * 4, [0.5] * 3)]
+)
+def test_runs_of_one_setting_with_other_depths_are_refused(tmp_path, capsys, depths):
+    # They used to be averaged layer by layer, the deeper run's last layers left out (or, the
+    # deeper run first, an IndexError).
+    runs = [
+        probe_table.read_run(inspected(tmp_path / str(seed), {}, r2, seed))
+        for seed, r2 in enumerate(depths)
+    ]
+    refused(capsys, lambda: probe_table.table(runs), "differ in encoder layers")

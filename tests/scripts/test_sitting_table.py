@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -29,6 +30,15 @@ def write_sitting(folder, peers=(3600.0, 3400.0), rows=None):
     for name, rate in zip(table.PEER_LOGS, peers):
         summary = dict(steady_tok_s=rate, peak_rss_MiB=2195.0, exit_status="0")
         (folder / name).write_text(f"step 60 ... tok/s {rate}\n{json.dumps(summary)}\n")
+
+
+def refused(capsys, pattern: str) -> None:
+    """main() refuses in one line on stderr matching `pattern`, with exit status 2."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        table.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and re.search(pattern, err) and err.count("\n") == 1, err
 
 
 def test_each_row_is_divided_by_the_mean_of_the_peers_two_runs(tmp_path):
@@ -58,14 +68,11 @@ def test_the_command_writes_the_table_and_names_a_missing_file(tmp_path, monkeyp
     table.main()
     assert (tmp_path / "t.md").read_text() == capsys.readouterr().out
     (tmp_path / "onmt_after.log").write_text('{"steady_tok_s": null, "peak_rss_MiB": 2157.2}\n')
-    with pytest.raises(SystemExit, match="onmt_after.log: no steady rate"):
-        table.main()
+    refused(capsys, "onmt_after.log: no steady rate")
     (tmp_path / "onmt_after.log").write_text("onmt_train failed (rc=1)\n")
-    with pytest.raises(SystemExit, match="onmt_after.log: no summary line"):
-        table.main()
+    refused(capsys, "onmt_after.log: no summary line")
     (tmp_path / "bench.json").unlink()
-    with pytest.raises(SystemExit, match="bench.json: missing"):
-        table.main()
+    refused(capsys, "bench.json: missing")
 
 
 @pytest.mark.parametrize(
@@ -105,9 +112,33 @@ def test_the_sitting_refuses_a_bad_list_before_the_peer_runs(tmp_path, env, name
 @pytest.mark.parametrize(
     ("name", "text"), [("bench.json", '{"rows": ['), ("onmt_after.log", '{"steady_tok_s": 3400\n')]
 )
-def test_a_cut_short_json_file_is_named_in_one_line(tmp_path, monkeypatch, name, text):
+def test_a_cut_short_json_file_is_named_in_one_line(tmp_path, monkeypatch, capsys, name, text):
     write_sitting(tmp_path)
     (tmp_path / name).write_text(text)
     monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
-    with pytest.raises(SystemExit, match=f"{name}: .*not JSON"):
-        table.main()
+    refused(capsys, f"{name}: .*not JSON")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "named"),
+    [
+        ("bench.json", '{"date": "d", "host": "h", "command": "c"}', "bench.json: no 'rows'"),
+        ("bench.json", "[]", "bench.json: holds a list, not an object"),
+        ("onmt_before.log", '{"steady_tok_s": 3400}\n', "onmt_before.log: .*no 'peak_rss_MiB'"),
+    ],
+)
+def test_json_without_a_key_the_table_reads_names_the_file_and_the_key(
+    tmp_path, monkeypatch, capsys, name, text, named
+):
+    # Valid JSON without a key it reads used to end in a KeyError traceback.
+    write_sitting(tmp_path)
+    (tmp_path / name).write_text(text)
+    monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
+    refused(capsys, named)
+
+
+def test_a_row_without_a_key_is_named_by_its_index(tmp_path, monkeypatch, capsys):
+    row = dict(ROW, label="Shaw k = 16", precision="fp32", tokens_per_sec=4200.0)
+    write_sitting(tmp_path, rows=[row, {k: v for k, v in row.items() if k != "tokens_per_sec"}])
+    monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
+    refused(capsys, r"bench.json: rows\[1\] no 'tokens_per_sec'")
