@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-distance",
         type=int,
         default=None,
-        help="W: distances beyond ±W are counted at ±W (default: max(k, 16))",
+        help="W: distances beyond ±W are counted at ±W (default: max(k + 1, 16))",
     )
     parser.add_argument("--data-root", default=None, help="override data.root (local corpora)")
     parser.add_argument(
@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> str:
     sources, targets = sources[: args.sentences], targets[: args.sentences]
     if not sources:
         raise DataError(f"split {split!r} is empty: choose another with --split")
-    max_distance = args.max_distance or max(cfg.max_relative_position, 16)
+    # Past k: the bins at ±W hold every distance beyond, so ±k must lie inside them.
+    max_distance = args.max_distance or max(cfg.max_relative_position + 1, 16)
     mass = attention_mass(model, tokenizer, sources, targets, max_distance=max_distance)
     about = {
         "checkpoint": str(args.checkpoint),

@@ -23,6 +23,8 @@ def index_page(
     absolute, relative = position_methods(about)
     stacks = position_stacks(about)
     k = about.get("max_relative_position", 0) if relative == "shaw" else 0
+    # "within ±k" only when ±W lies past k: the bins at ±W hold every distance beyond.
+    within_k = k if k < mass.max_distance else 0
     tables = ""  # Shaw's clipping and sharing, or T5's; no other method has tables to share
     if relative == "shaw":
         tables = (
@@ -47,9 +49,9 @@ def index_page(
             f"## {stack} self-attention",
             "",
             "| layer | at 0 |"
-            + (" within ±k |" if k else "")
+            + (" within ±k |" if within_k else "")
             + " at the ends (±W and beyond) | mean abs distance |",
-            "|---|---|" + ("---|" if k else "") + "---|---|",
+            "|---|---|" + ("---|" if within_k else "") + "---|---|",
         ]
         distances = mass.distances
         for layer, row in enumerate(m.mean(dim=1).tolist()):
@@ -58,7 +60,7 @@ def index_page(
             mean_abs = sum(abs(d) * p for d, p in zip(distances, row))
             lines.append(
                 f"| {layer + 1} | {row[mass.max_distance]:.3f} |"
-                + (f" {within:.3f} |" if k else "")
+                + (f" {within:.3f} |" if within_k else "")
                 + f" {ends:.3f} | {mean_abs:.2f} |"
             )
         lines.append("")

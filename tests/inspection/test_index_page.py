@@ -34,3 +34,13 @@ def test_a_shaw_page_keeps_k_and_its_column():
     assert "k = 1, tables shared across heads: True, across layers: False" in page
     assert "| layer | at 0 | within ±k |" in page
     assert "| 1 | 0.400 | 0.800 | 0.200 | 0.80 |" in page  # within +-k = 1: 0.2 + 0.4 + 0.2
+
+
+def test_within_k_is_left_out_when_the_ends_hold_distances_beyond_k():
+    # W = 2 <= k = 2: the bins at +-W hold every distance beyond, so "within +-k" would read 1.0.
+    about = {**COMMON, "relative_positions": "shaw", "max_relative_position": 2,
+             "relative_keys": True, "relative_values": True, "sinusoidal": False,
+             "share_relative_across_heads": True}  # fmt: skip
+    page = index_page([], MASS, about, [])
+    assert "within ±k" not in page and "1.000" not in page
+    assert "| 1 | 0.400 | 0.200 | 0.80 |" in page

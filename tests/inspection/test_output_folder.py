@@ -4,6 +4,8 @@ K4: an ALiBi model's alibi_slopes.png stayed beside a Shaw model's figures)."""
 
 from __future__ import annotations
 
+import json
+
 from rpr_nmt.cli.inspect import main as inspect_main
 from tests.inspection.conftest import tiny_checkpoint  # noqa: F401  (a fixture)
 from tests.inspection.test_statistics import checkpoint_of
@@ -38,3 +40,12 @@ def test_force_does_not_empty_a_folder_that_holds_no_inspection(tiny_checkpoint,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no previous inspection (index.md, inspect.json)" in err
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_the_default_distance_counts_past_k(tiny_checkpoint, tmp_path):  # noqa: F811
+    # W = k = 16 made the +-W bins (all distances beyond) part of "within +-k": always 1.000.
+    path = checkpoint_of(tiny_checkpoint, tmp_path, max_relative_position=16)
+    out = tmp_path / "inspect"
+    assert inspect_main([str(path), "-o", str(out), "--sentences", "4"]) == 0
+    assert json.loads((out / "inspect.json").read_text())["max_distance"] == 17
+    assert "within ±k" in (out / "index.md").read_text()
