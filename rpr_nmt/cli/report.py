@@ -207,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.against and not args.retrained:
         parser.error("--against goes with --retrained NEW_DIR")
+    for given, name, needs in (
+        (args.bounds, "--bounds", args.by_length),
+        (args.splits, "--splits", args.by_length),
+    ):
+        if given is not None and not needs:
+            parser.error(f"{name} goes with --by-length: add --by-length, or leave {name} out")
+    if args.into and not args.collect:
+        parser.error("--into goes with --collect RUN_OR_SWEEP_DIR")
     status = 0
     test = None if args.significance == "none" else args.significance
     try:

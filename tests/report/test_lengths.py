@@ -113,6 +113,17 @@ def test_bounds_must_increase(capsys):
     assert "bounds must be increasing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option, needs",
+    [("--bounds=1,11", "--by-length"), ("--splits=val", "--by-length"), ("--into=x", "--collect")],
+)
+def test_an_option_without_the_one_it_goes_with_is_refused(option, needs, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([option, "somewhere"])  # else ignored: a plain report, other buckets than asked for
+    assert exit_info.value.code == 2
+    assert f"goes with {needs}" in capsys.readouterr().err
+
+
 def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
     data_cfg = asdict(DataConfig(root=str(tmp_path / "nowhere"), test_split="test"))
     config = {"data": data_cfg, "model": {"max_relative_position": 4, "relative_keys": True}}
