@@ -58,7 +58,7 @@ class Progress:
     """Whole-run totals carried across resumed sessions."""
 
     train_loss: float | None = None  # loss of the last applied update
-    run_seconds: float = 0.0  # wall time of all sessions (train.max_time_minutes counts it)
+    run_seconds: float = 0.0  # wall time from each session's first update (the time limit's)
     train_tokens: int = 0  # source + target tokens trained on
     train_seconds: float = 0.0  # seconds spent in update steps (tokens/s = tokens / seconds)
     skipped_updates: int = 0  # updates skipped for a non-finite loss or gradient

@@ -17,7 +17,7 @@ class RunTime:
 
     def __init__(self, clock: Clock, limit_minutes: float | None) -> None:
         self.clock, self.limit_minutes = clock, limit_minutes
-        self.started = clock()
+        self.started = self.training_started = clock()
         self.earlier = Progress()  # the totals of the run's earlier sessions (from the checkpoint)
         self.session = Progress()  # this session's training tokens and seconds
 
@@ -28,9 +28,13 @@ class RunTime:
         self.session.train_seconds += seconds
         self.session.skipped_updates += int(not applied)
 
+    def start_training(self) -> None:
+        """Start this session's share of run_seconds: the data preparation before it is left out."""
+        self.training_started = self.clock()
+
     def run_seconds(self) -> float:
-        """Wall time of the whole run: earlier sessions plus this one."""
-        return self.earlier.run_seconds + self.session_seconds()
+        """Wall time of the whole run's training (from each session's start_training)."""
+        return self.earlier.run_seconds + self.clock() - self.training_started
 
     def session_seconds(self) -> float:
         """Wall time of this session."""

@@ -54,8 +54,9 @@ def cooldown_factor(progress: float, cooldown: float) -> float:
     """The multiplier of a linear decay to zero over the last `cooldown` of a run's budget.
 
     Args:
-        progress: the share of the budget spent, 0..1: updates over train.max_steps, or minutes
-            over train.max_time_minutes under a time limit (whichever is further along).
+        progress: the share of the budget spent, 0..1: updates (the coming one included) over
+            train.max_steps, or minutes over train.max_time_minutes under a time limit (whichever
+            is further along).
         cooldown: train.cooldown, the final share over which the rate falls to 0; 0 = off.
 
     Returns:

@@ -236,6 +236,7 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         self.session_steps = 0
         window = TrainWindow()
+        self.time.start_training()
         left = self.time.minutes_left(self.time.earlier.run_seconds)
         if left is not None and left < 0:
             # A resumed run whose earlier sessions used up the time limit trains no further.
@@ -246,6 +247,10 @@ class Trainer:
             )  # fmt: skip
             self.stopped_by = "time_limit"
             return
+        if left is not None:
+            log.info("train.max_time_minutes=%g: %.2f min left for training (the %.1f min of "
+                     "set-up and data preparation do not count)", cfg.max_time_minutes, left,
+                     self.time.session_seconds() / 60)  # fmt: skip
         if self.step > cfg.max_steps:
             log.warning("this run is at update %d, past train.max_steps=%d: nothing is trained",
                         self.step, cfg.max_steps)  # fmt: skip
@@ -313,8 +318,9 @@ class Trainer:
         return bool(self.ctx.all_reduce_sum(asked).item() > 0)
 
     def _progress(self) -> float:
-        """The share of the budget spent: updates of max_steps, or minutes of the time limit."""
-        progress = self.step / self.cfg.max_steps
+        """The share of the budget spent once the coming update is done (updates of max_steps), or
+        when it starts (minutes of the time limit, which it starts past when it is the last)."""
+        progress = (self.step + 1) / self.cfg.max_steps
         if self.cfg.max_time_minutes is not None:
             progress = max(progress, self.time.run_seconds() / 60 / self.cfg.max_time_minutes)
         return progress
@@ -459,8 +465,8 @@ def _warn_resumed_schedule(
     d_model = schedule.settings["d_model"]
     old = Schedule(schedule=before.schedule, lr=before.lr, warmup_steps=before.warmup_steps,
                    d_model=d_model)  # fmt: skip
-    was = old(step + 1) * cooldown_factor(step / before.max_steps, before.cooldown)
-    is_now = schedule(step + 1) * cooldown_factor(step / now.max_steps, now.cooldown)
+    was = old(step + 1) * cooldown_factor((step + 1) / before.max_steps, before.cooldown)
+    is_now = schedule(step + 1) * cooldown_factor((step + 1) / now.max_steps, now.cooldown)
     for key in changed:
         log.warning("train.%s was %s and is now %s: the learning rate of update %d is %.3g "
                     "(%.3g before)", key, getattr(before, key), getattr(now, key), step + 1,

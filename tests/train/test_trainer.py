@@ -485,3 +485,63 @@ def test_checkpoints_deleted_by_an_earlier_session_are_named_as_the_cause(
     said = [r.getMessage() for r in caplog.records if "train.average_last=3" in r.getMessage()]
     assert len(said) == 1 and "only 2 step checkpoints" in said[0], said
     assert "an earlier session" in said[0] and "save_every" not in said[0]
+
+
+def _applied_lrs(run_dir) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    return {r["step"]: r["lr"] for r in rows if r["kind"] == "train"}
+
+
+@pytest.mark.parametrize("update_freq", [1, 2])
+def test_the_cooldown_reaches_zero_at_the_last_update(corpus, cache_dir, tmp_path, update_freq):
+    # The last update of a train.max_steps budget ran at 1/(cooldown * max_steps) of the rate.
+    flat = ("train.schedule=inverse_sqrt", "train.warmup_steps=1", "train.lr=0.001")
+    settings = (*QUIET, *flat, "train.cooldown=0.5", "train.log_every=1", "train.save_every=3")
+    run = tmp_path / "run"
+    train(compose_config(corpus, cache_dir, *settings, "train.max_steps=6",
+                         f"train.update_freq={update_freq}"), run)  # fmt: skip
+    train(compose_config(corpus, cache_dir, *settings, "train.max_steps=10",
+                         f"train.update_freq={update_freq}"), run)  # fmt: skip
+    lrs = _applied_lrs(run)
+    factors = [lrs[s] / (0.001 * s**-0.5) for s in range(7, 11)]  # the resumed session's
+    assert factors == pytest.approx([0.6, 0.4, 0.2, 0.0])
+    assert lrs[3] == pytest.approx(0.001 * 3**-0.5) and lrs[6] == 0.0  # the first session
+
+
+def test_the_cooldown_under_a_time_limit_reaches_zero_at_the_last_update(
+    corpus, cache_dir, tmp_path
+):
+    settings = ("train.schedule=inverse_sqrt", "train.warmup_steps=1", "train.lr=0.001")
+    config = compose_config(
+        corpus, cache_dir, *QUIET, *settings, "train.cooldown=0.5", "train.log_every=1",
+        "train.max_steps=1000", "train.max_time_minutes=1",
+    )  # fmt: skip
+    summary = Trainer(config, tmp_path / "run", clock=TickingClock(1.0)).run()
+    lrs = _applied_lrs(tmp_path / "run")
+    assert summary["stopped_by"] == "time_limit" and max(lrs) == summary["steps"]
+    assert lrs[summary["steps"]] == 0.0
+    factors = [lrs[s] / (0.001 * s**-0.5) for s in sorted(lrs)]
+    assert factors[0] == 1.0 and all(a >= b for a, b in zip(factors, factors[1:], strict=False))
+
+
+def test_the_time_limit_counts_training_not_data_preparation(
+    corpus, cache_dir, tmp_path, monkeypatch, caplog
+):
+    # Ten minutes of BPE and encoding used up a one-minute limit before the first update.
+    import rpr_nmt.train.setup as setup_module
+
+    real, clock = setup_module.prepare_data, TickingClock(0.1)
+
+    def slow(*args, **kwargs):
+        clock.now += 600.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(setup_module, "prepare_data", slow)
+    config = compose_config(
+        corpus, cache_dir, "train.max_steps=3", "train.max_time_minutes=1", *QUIET
+    )
+    with caplog.at_level(logging.INFO, logger="rpr_nmt.train"):
+        summary = Trainer(config, tmp_path / "run", clock=clock).run()
+    assert summary["stopped_by"] == "max_steps" and summary["steps"] == 3
+    assert summary["wall_seconds"] < 60 and summary["session_wall_seconds"] > 600
+    assert any("1.00 min left for training" in r.getMessage() for r in caplog.records)
