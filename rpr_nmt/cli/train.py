@@ -28,15 +28,17 @@ from omegaconf import DictConfig
 
 from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.cli.override_errors import refuse_bad_overrides
 from rpr_nmt.cli.run_folder import describe_os_error, restore_run_record, write_run_record
 from rpr_nmt.cli.sweep_failures import end_failed_run
 from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
+from rpr_nmt.config import TrainJobConfig
 
 log = logging.getLogger("rpr_nmt.train")
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def train_job(cfg: DictConfig) -> None:
     """Train one job of the composed config in Hydra's output directory."""
     from rpr_nmt.data import DataError
     from rpr_nmt.decode.constraints import PositionLimitError
@@ -86,6 +88,12 @@ def main(cfg: DictConfig) -> None:
         if rank0:
             print(f"rpr-nmt-train: {done} in {run_dir}; rerun to resume", file=sys.stderr)
         sys.exit(STOPPED_STATUS)
+
+
+def main() -> None:
+    """rpr-nmt-train from the command line, an override that cannot work refused first."""
+    refuse_bad_overrides("rpr-nmt-train", TrainJobConfig)
+    train_job()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from rpr_nmt.cli.common import (
     load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.override_errors import refuse_bad_overrides
 from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import DecodeConfig, TranslateJobConfig
 from rpr_nmt.data import DataError
@@ -323,6 +324,7 @@ def translate(cfg: DictConfig) -> None:
 def main() -> None:
     """rpr-nmt-translate from the command line, its paths quoted for Hydra first."""
     sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
+    refuse_bad_overrides(PROG, TranslateJobConfig)
     translate()
 
 
