@@ -203,6 +203,8 @@ class SplitChoiceConfig(ModelChoiceConfig):
 class EvaluateJobConfig(SplitChoiceConfig):
     # more reference files for the split, line-aligned with it: multi-reference BLEU, chrF, TER
     extra_references: list[str] = field(default_factory=list)
+    # sacreBLEU's tokenizer, e.g. intl, char, zh, none; null = its choice for the target language
+    bleu_tokenize: str | None = None
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 

@@ -6,6 +6,7 @@
     rpr-nmt-evaluate 'ensemble=[seed1/last.pt,seed2/last.pt,runs/seed3]'   # decoded together
     rpr-nmt-evaluate checkpoint=gpu/last.pt data_root=../shared/data/multi30k   # the corpus moved
     rpr-nmt-evaluate checkpoint=last.pt split=val 'extra_references=[val2.de,val3.de]'  # 3 refs
+    rpr-nmt-evaluate checkpoint=last.pt bleu_tokenize=intl   # as `sacrebleu -tok intl`
 
 Prints sacreBLEU, chrF and TER, each with its signature (nrefs:3 with two extra reference files:
 sacrebleu's multi-reference scores), and the paper-style tokenized BLEU; writes
@@ -27,6 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import (
+    UsageError,
     bracket_ensemble,
     checked_decode_config,
     exit_on_error,
@@ -34,6 +36,7 @@ from rpr_nmt.cli.common import (
     load_model,
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.cli.override_errors import refuse_bad_overrides
 from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import DataConfig, EvaluateJobConfig, SplitChoiceConfig
 
@@ -48,10 +51,15 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
     """Load, decode, score, print and write the files."""
     from rpr_nmt.data import DataError, read_parallel_text
     from rpr_nmt.decode.constraints import PositionLimitError
-    from rpr_nmt.evaluate import evaluate_split
+    from rpr_nmt.evaluate import evaluate_split, sacrebleu_bleu
     from rpr_nmt.model import resolve_device
 
     decode = checked_decode_config(job.decode)
+    if job.bleu_tokenize is not None:  # before the model is loaded and the split decoded
+        try:
+            sacrebleu_bleu("", job.bleu_tokenize)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
     device = resolve_device(decode.device)
     loaded = load_model(job, device)
     data_cfg = data_config(job, loaded.config.data)
@@ -69,6 +77,7 @@ def run(job: EvaluateJobConfig, out_dir: str) -> None:
             split, checkpoint=loaded.checkpoint, ensemble=loaded.ensemble, extra_refs=extra_refs,
             reference_files=job.extra_references, log=print,
             weights={"weights": loaded.weights_record, "weights_asked": job.weights},
+            bleu_tokenize=job.bleu_tokenize,
         )  # fmt: skip
     except PositionLimitError as e:  # before any sentence is decoded; names the split's line
         raise DataError(f"{data_cfg.name} split '{split}' {e}") from e
@@ -143,6 +152,7 @@ def evaluate(cfg: DictConfig) -> None:
 def main() -> None:
     """rpr-nmt-evaluate from the command line, its paths quoted for Hydra first."""
     sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
+    refuse_bad_overrides(PROG, EvaluateJobConfig)
     evaluate()
 
 

@@ -38,10 +38,10 @@ from rpr_nmt.cli.common import (
 )
 from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.evaluate import data_config
+from rpr_nmt.cli.override_errors import refuse_bad_overrides
 from rpr_nmt.cli.path_overrides import quote_path_overrides
 from rpr_nmt.config import ScoreJobConfig, TrainJobConfig
 from rpr_nmt.data import DataError
-from rpr_nmt.data.tokenizer import Tokenizer
 
 PROG = "rpr-nmt-score"
 # The settings that take paths to read, and those that take a path to write (which need not
@@ -96,28 +96,12 @@ def read_file_pair(source: str, reference: str) -> tuple[list[str], list[str]]:
     return sources, refs
 
 
-def check_references(
-    refs: Sequence[str], where: str, tokenizer: Tokenizer, sources: Sequence[str] = ()
-) -> None:
-    """Refuse an empty reference line: it would score only an EOS, which measures nothing; and
-    an empty source line: its reference would be scored as the translation of nothing. A line of
-    no BPE token (only control or zero-width characters) is empty to the model, as in
-    rpr-nmt-translate."""
-    for side, lines, mend in (("reference", refs, "translation"), ("source", sources, "source")):
-        for number, line in enumerate(lines, start=1):
-            if not line.strip() or not tokenizer.encode(line):
-                tokens = " (no BPE token: only control or zero-width characters)"
-                raise DataError(
-                    f"{where}: {side} line {number} is empty{tokens if line.strip() else ''}; "
-                    f"remove the pair or give its {mend}"
-                )
-
-
 def read_input(
-    job: ScoreJobConfig, trained: TrainJobConfig, tokenizer: Tokenizer
-) -> tuple[str, list[str], list[str]]:
-    """(name for the output files, sources, references) from pairs=, source=/reference= or a
-    split of the data, whichever the command line gives (UsageError when they are mixed)."""
+    job: ScoreJobConfig, trained: TrainJobConfig
+) -> tuple[str, list[str], list[str], dict[str, str]]:
+    """(name for the output files, sources, references, where each side was read: for a message
+    naming a line) from pairs=, source=/reference= or a split of the data, whichever the command
+    line gives (UsageError when they are mixed)."""
     from rpr_nmt.data import read_parallel_text
 
     files = job.source is not None or job.reference is not None
@@ -127,18 +111,16 @@ def read_input(
         raise UsageError("give one input: split=NAME, source=FILE reference=FILE, or pairs=FILE")
     if job.pairs is not None:
         sources, refs = read_pairs_file(job.pairs)
-        check_references(refs, "stdin" if job.pairs == "-" else job.pairs, tokenizer, sources)
-        return "pairs", sources, refs
+        where = "stdin" if job.pairs == "-" else job.pairs
+        return "pairs", sources, refs, {"source": where, "reference": where}
     if files:
         sources, refs = read_file_pair(job.source, job.reference)
-        check_references(refs, job.reference, tokenizer)
-        check_references([], job.source, tokenizer, sources)
-        return "pairs", sources, refs
+        return "pairs", sources, refs, {"source": job.source, "reference": job.reference}
     data_cfg = data_config(job, trained.data)
     split = job.split or data_cfg.test_split
     sources, refs = read_parallel_text(data_cfg, split)
-    check_references(refs, f"{data_cfg.name} split '{split}'", tokenizer, sources)
-    return split, sources, refs
+    where = f"{data_cfg.name} split '{split}'"
+    return split, sources, refs, {"source": where, "reference": where}
 
 
 def where_read(job: ScoreJobConfig, name: str, side: str) -> str:
@@ -161,7 +143,7 @@ def checked_bounds(bounds: Sequence[int]) -> list[int]:
 def run(job: ScoreJobConfig, out_dir: str) -> None:
     """Load, read the pairs, score, print and write the files."""
     from rpr_nmt.decode.constraints import PositionLimitError
-    from rpr_nmt.decode.forced import score_references
+    from rpr_nmt.decode.forced import EmptyLineError, score_references
     from rpr_nmt.evaluate import likelihood
     from rpr_nmt.model import resolve_device
 
@@ -169,7 +151,7 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     bounds = checked_bounds(job.bounds)
     device = resolve_device(decode.device)
     loaded = load_model(job, device)
-    name, sources, refs = read_input(job, loaded.config, loaded.tokenizer)
+    name, sources, refs, wheres = read_input(job, loaded.config)
     if not sources:  # a perplexity of nothing is NaN, not a measure
         raise DataError(f"{where_read(job, name, 'source')}: no pairs to score; give at least "
                         "one `source ||| reference` pair")  # fmt: skip
@@ -178,6 +160,8 @@ def run(job: ScoreJobConfig, out_dir: str) -> None:
     start = time.perf_counter()
     try:
         scores = score_references(loaded.model, loaded.tokenizer, sources, refs, decode)
+    except EmptyLineError as e:  # blank or of no BPE token, before any pair is scored
+        raise DataError(f"{wheres[e.side]}: {e}") from e
     except PositionLimitError as e:  # before any pair is scored; names the line and the file
         raise DataError(f"{where_read(job, name, e.side)} {e}") from e
     seconds = time.perf_counter() - start
@@ -215,6 +199,7 @@ def score(cfg: DictConfig) -> None:
 def main() -> None:
     """rpr-nmt-score from the command line, its paths quoted for Hydra first."""
     sys.argv = quote_path_overrides(bracket_ensemble(sys.argv), PATH_KEYS, OUTPUT_KEYS)
+    refuse_bad_overrides(PROG, ScoreJobConfig)
     score()
 
 

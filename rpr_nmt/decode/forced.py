@@ -34,6 +34,18 @@ from rpr_nmt.decode.translate import (
 )
 
 
+class EmptyLineError(ValueError):
+    """A source or reference line empty to the model: blank, or of no BPE token (only control or
+    zero-width characters). Scored, an empty reference measures only EOS; an empty source's
+    reference would be scored as the translation of nothing."""
+
+    def __init__(self, side: str, line: int, *, blank: bool) -> None:
+        self.side, self.line = side, line  # "source" or "reference", 1-based
+        tokens = "" if blank else " (no BPE token: only control or zero-width characters)"
+        mend = "translation" if side == "reference" else "source"
+        super().__init__(f"{side} line {line} is empty{tokens}; remove the pair or give its {mend}")
+
+
 @dataclass
 class SentenceScore:
     """One reference under the model: its tokens (EOS last), each one's log-probability, their sum,
@@ -102,6 +114,7 @@ def score_references(
 
     Raises:
         ValueError: sources and references differ in number.
+        EmptyLineError: a reference, else a source, that is empty to the model (the first).
         PositionLimitError: a source (ids + EOS) or reference (BOS + ids) longer than a learned
             position table, naming its line (1-based).
     """
@@ -109,8 +122,13 @@ def score_references(
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     device = next(model.parameters()).device
     model = decoding_model(model.eval(), cfg.precision)
-    src_ids = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sources]
+    src_tokens = [tokenizer.encode(s) for s in sources]
     ref_ids = [tokenizer.encode(r) for r in references]
+    for side, texts, ids in (("reference", references, ref_ids), ("source", sources, src_tokens)):
+        for number, (text, row) in enumerate(zip(texts, ids), start=1):
+            if not text.strip() or not row:
+                raise EmptyLineError(side, number, blank=not text.strip())
+    src_ids = [row + [tokenizer.eos_id] for row in src_tokens]
     encoder_rows, decoder_rows = position_limits(model)
     lines = range(1, len(sources) + 1)
     check_sources_fit([len(s) for s in src_ids], encoder_rows, lines=lines)

@@ -5,6 +5,7 @@ from rpr_nmt.evaluate.bleu import (
     compound_split,
     corpus_bleu,
     paper_tokenize,
+    sacrebleu_bleu,
     score_corpus,
 )
 from rpr_nmt.evaluate.evaluator import detokenize, evaluate_split
@@ -16,5 +17,6 @@ __all__ = [
     "detokenize",
     "evaluate_split",
     "paper_tokenize",
+    "sacrebleu_bleu",
     "score_corpus",
 ]

@@ -4,6 +4,7 @@ BLEU, against one reference per sentence or several (sacrebleu's multi-reference
 sacreBLEU: the standard 13a tokenizer (sacrebleu's default for Latin-script targets; for zh, ja
 and ko its recommended tokenizer, chosen from the target language as `sacrebleu -l src-tgt`
 would), mixed case, exponential smoothing: exactly `sacrebleu REF -i HYP`, signature included.
+Another of sacrebleu's tokenizers (tokenize="intl", "char", ...): `sacrebleu REF -i HYP -tok X`.
 
 Tokenized BLEU, for comparison with Vaswani-era En-De tables (the paper does not say how it
 computed BLEU; tensor2tensor's get_ende_bleu.sh ran Moses tokenizer.perl, split hyphenated
@@ -29,6 +30,8 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 _TOKENIZE_13A = Tokenizer13a()
+# sacrebleu's tokenizers that need no download (spm, flores*: a model fetched on first use)
+_LOCAL_TOKENIZERS = ("13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "none")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,32 @@ def paper_tokenize(text: str) -> str:
     return compound_split(_TOKENIZE_13A(text.strip()))
 
 
+def sacrebleu_bleu(tgt_lang: str, tokenize: str | None = None) -> BLEU:
+    """sacrebleu's BLEU with the given tokenizer; None = its choice for tgt_lang (13a, zh, ...).
+
+    Raises:
+        ValueError: sacrebleu does not know `tokenize` or cannot load it here (a missing extra).
+    """
+    try:
+        return BLEU(trg_lang=tgt_lang, tokenize=tokenize)
+    except Exception as e:  # an unknown name, a missing extra, an spm model it cannot fetch
+        choices = ", ".join(t for t in _LOCAL_TOKENIZERS if _loads(t))
+        lines = str(e).strip().splitlines()
+        why = "not one of its tokenizers" if isinstance(e, KeyError) else (lines or [repr(e)])[0]
+        raise ValueError(
+            f"bleu_tokenize={tokenize}: sacrebleu cannot use it here ({why}); choose one of "
+            f"{choices}"
+        ) from e
+
+
+def _loads(tokenize: str) -> bool:
+    try:
+        BLEU(tokenize=tokenize)
+    except Exception:
+        return False
+    return True
+
+
 def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> float:
     """sacreBLEU alone (score_corpus's `bleu`, without chrF, TER and tokenized BLEU)."""
     if len(hyps) != len(refs):
@@ -69,6 +98,7 @@ def score_corpus(
     tgt_lang: str,
     *,
     extra_refs: Sequence[Sequence[str]] = (),
+    tokenize: str | None = None,
 ) -> Scores:
     """sacreBLEU, chrF, TER (each with its signature) and tokenized compound-split BLEU.
 
@@ -80,12 +110,13 @@ def score_corpus(
         refs: raw references.
         tgt_lang: target language code; picks sacreBLEU's tokenizer (13a except for zh, ja, ko).
         extra_refs: further reference sets, each line-aligned with refs.
+        tokenize: sacreBLEU's tokenizer ("intl", "char", "none", ...); None = chosen by tgt_lang.
 
     Returns:
         The scores and their signatures.
 
     Raises:
-        ValueError: hyps and a reference set differ in length.
+        ValueError: hyps and a reference set differ in length, or sacrebleu cannot use tokenize.
     """
     streams = [list(refs)] + [list(r) for r in extra_refs]
     for number, stream in enumerate(streams, start=1):
@@ -95,7 +126,7 @@ def score_corpus(
                 "they must be line-aligned"
             )
     hyps = list(hyps)
-    bleu = BLEU(trg_lang=tgt_lang)
+    bleu = sacrebleu_bleu(tgt_lang, tokenize)
     bleu_score = bleu.corpus_score(hyps, streams)
     chrf = CHRF()
     chrf_score = chrf.corpus_score(hyps, streams)

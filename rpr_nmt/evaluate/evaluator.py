@@ -46,6 +46,7 @@ def evaluate_split(
     extra_refs: Sequence[Sequence[str]] = (),
     reference_files: Sequence[str] = (),
     weights: Mapping[str, Any] | None = None,
+    bleu_tokenize: str | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Scores:
     """Translate `sources`, score against `refs`, write hyp_<split>.txt and eval_<split>.json.
@@ -66,6 +67,8 @@ def evaluate_split(
         reference_files: the files of extra_refs, recorded in the JSON file.
         weights: which weights the model holds, recorded in the JSON file as given, e.g.
             {"weights": "raw", "weights_asked": "ema"} for a checkpoint without a weight average.
+        bleu_tokenize: sacreBLEU's tokenizer, recorded in the JSON file when given; None =
+            sacrebleu's choice for tgt_lang.
         log: where to report decoding speed; None = silent.
 
     Returns:
@@ -80,7 +83,7 @@ def evaluate_split(
     nbest = translate(model, tokenizer, sources, decode_cfg)
     seconds = time.perf_counter() - start
     hyps = [detokenize(tokenizer, hyps) for hyps in nbest]
-    scores = score_corpus(hyps, refs, tgt_lang, extra_refs=extra_refs)
+    scores = score_corpus(hyps, refs, tgt_lang, extra_refs=extra_refs, tokenize=bleu_tokenize)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_lines(out / f"hyp_{split}.txt", hyps)
@@ -94,6 +97,7 @@ def evaluate_split(
         "ensemble": None if ensemble is None else [[str(p) for p in m] for m in ensemble],
         "extra_references": [str(p) for p in reference_files],
         **(weights or {}),
+        **({} if bleu_tokenize is None else {"bleu_tokenize": bleu_tokenize}),
         "decode": {**asdict(decode_cfg), "device": str(_device(model))},
     }
     (out / f"eval_{split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -333,7 +333,14 @@ class Transformer(nn.Module):
 
         Shapes:
             src: (B, S); tgt_in: (B, T); returns (B, T, V).
+
+        Raises:
+            TypeError: src or tgt_in is not a tensor of integer ids.
+            ValueError: one is not (B, length), holds an id outside [0, V) (checked on the CPU),
+                or their B differ.
         """
+        if not torch.compiler.is_compiling():  # value-dependent: would break the traced graph
+            _check_token_ids(src, tgt_in, vocab_size=self.vocab_size)
         hidden, _ = self.decoder(tgt_in, self.encode(src))  # (B, T, D)
         return self.output_projection(hidden)  # (B, T, V)
 
@@ -356,6 +363,27 @@ class Transformer(nn.Module):
         """
         hidden, cache = self.decoder(tgt, encoder_out, cache)  # (B, Tnew, D)
         return self.output_projection(hidden), cache  # (B, Tnew, V)
+
+
+def _check_token_ids(src: Tensor, tgt_in: Tensor, *, vocab_size: int) -> None:
+    """Refuse token tensors the embeddings would misread or fail on with torch's own message,
+    naming the argument. The range is checked on the CPU only: on an accelerator it would cost a
+    host sync per forward, and an id out of range stops there with a device-side assert."""
+    for name, ids in (("src", src), ("tgt_in", tgt_in)):
+        if not isinstance(ids, Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            kind = ids.dtype if isinstance(ids, Tensor) else type(ids).__name__
+            raise TypeError(f"{name}: token ids must be an int64 (or int32) tensor, got {kind}")
+        if ids.dim() != 2:
+            raise ValueError(f"{name}: token ids must be (batch, length), got {tuple(ids.shape)}")
+        if ids.numel() and ids.device.type == "cpu":
+            low, high = (int(v) for v in torch.aminmax(ids))
+            bad = low if low < 0 else high if high >= vocab_size else None
+            if bad is not None:
+                raise ValueError(f"{name}: token id {bad} outside the vocabulary [0, {vocab_size})")
+    if src.size(0) != tgt_in.size(0):
+        raise ValueError(
+            f"src has {src.size(0)} sentences but tgt_in {tgt_in.size(0)}: one target row each"
+        )
 
 
 def build_model(

@@ -102,3 +102,36 @@ def test_score_references_keeps_input_order_and_batching_changes_nothing(tokeniz
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     with pytest.raises(ValueError, match="5 sources but 4 references"):
         score_references(model, tokenizer, sources, refs[:4], DecodeConfig())
+
+
+@pytest.mark.parametrize(
+    "sources,refs,message",
+    [
+        (["a man", "the dog"], ["the man", " "], "reference line 2 is empty; remove the pair or "
+         "give its translation"),
+        (["a man", "\u200b\x01"], ["the man", "a dog"], "source line 2 is empty (no BPE token: "
+         "only control or zero-width characters); remove the pair or give its source"),
+        (["", "the dog"], ["the man", "\u200b"], "reference line 2 is empty (no BPE token"),
+    ],
+    ids=["blank_reference", "tokenless_source", "references_first"],
+)  # fmt: skip
+def test_score_references_refuses_a_line_empty_to_the_model(tokenizer, sources, refs, message):
+    # It was scored (a reference as EOS alone, a source as EOS alone); rpr-nmt-score refused it
+    # only by encoding every line a second time.
+    from rpr_nmt.decode.forced import EmptyLineError
+
+    torch.manual_seed(0)
+    model = build_model(TINY, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id).eval()
+    with pytest.raises(EmptyLineError) as error:
+        score_references(model, tokenizer, sources, refs, DecodeConfig())
+    assert str(error.value).startswith(message) and error.value.line == 2
+
+
+def test_score_references_encodes_each_line_once(tokenizer, monkeypatch):
+    torch.manual_seed(0)
+    model = build_model(TINY, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id).eval()
+    encoded = []
+    original = Tokenizer.encode
+    monkeypatch.setattr(Tokenizer, "encode", lambda self, t: encoded.append(t) or original(self, t))
+    score_references(model, tokenizer, ["a man", "the dog"], ["woman", "child"], DecodeConfig())
+    assert sorted(encoded) == ["a man", "child", "the dog", "woman"]

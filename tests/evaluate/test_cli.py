@@ -130,6 +130,34 @@ def test_evaluate_scores_extra_references_as_sacrebleu_does(tiny_run, tmp_path):
         assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("tok", ["intl", "char", "zh", "none", None])
+def test_evaluate_bleu_tokenize_equals_sacrebleu_tok(tiny_run, tmp_path, tok):
+    run_dir = tmp_path / "run"
+    given = [] if tok is None else [f"bleu_tokenize={tok}"]
+    args = [f"checkpoint={tiny_run['a']}", "decode.beam_size=1", "decode.max_len_b=4", *given]
+    out = cli("evaluate", *args, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((run_dir / "eval_test.json").read_text())
+    assert record.get("bleu_tokenize") == tok  # absent by default: the JSON as before the option
+    assert f"|tok:{tok or '13a'}|" in record["signature"]
+    assert f"BLEU = {record['bleu']:.2f}  {record['signature']}\n" in out.stdout
+    ref, hyp = tiny_run["data"] / "test.de", run_dir / "hyp_test.txt"
+    cmd = [str(SACREBLEU), str(ref), "-i", str(hyp), "-b", "-w", "4", "-tok", tok or "13a"]
+    value = float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    assert value == pytest.approx(record["bleu"], abs=1e-4)
+
+
+@pytest.mark.parametrize("tok", ["ja-mecab", "13A"])
+def test_evaluate_refuses_a_bleu_tokenize_sacrebleu_cannot_load(tiny_run, tmp_path, tok):
+    args = [f"checkpoint={tiny_run['a']}", f"bleu_tokenize={tok}"]
+    out = cli("evaluate", *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"rpr-nmt-evaluate: error: bleu_tokenize={tok}: ")
+    assert line.endswith("choose one of 13a, intl, char, zh, none")
+    assert not (tmp_path / "run" / "eval_test.json").exists()
+
+
 def test_evaluate_averages_several_checkpoints(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     ckpts = f"checkpoint=[{tiny_run['a']},{tiny_run['b']}]"

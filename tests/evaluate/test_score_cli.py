@@ -105,3 +105,19 @@ def test_score_is_exact_for_the_checkpoint_model(tiny_run):  # noqa: F811
     lprobs = torch.log_softmax(logits[0], dim=-1)
     expected = [float(lprobs[t, y]) for t, y in enumerate(ids + [tokenizer.eos_id])]
     assert sentence.logprobs == pytest.approx(expected, abs=1e-5)
+
+
+def test_score_encodes_each_line_once(tiny_run, tmp_path, monkeypatch):  # noqa: F811
+    # The CLI's check for lines of no BPE token encoded every line before score_references did.
+    from rpr_nmt.cli.score import run
+    from rpr_nmt.config import ScoreJobConfig
+    from rpr_nmt.data.tokenizer import Tokenizer
+
+    (tmp_path / "pairs.txt").write_text("a man. ||| ein mann.\nthe dog. ||| der hund.\n", "utf-8")
+    encoded = []
+    original = Tokenizer.encode
+    monkeypatch.setattr(Tokenizer, "encode", lambda self, t: encoded.append(t) or original(self, t))
+    job = ScoreJobConfig(checkpoint=str(tiny_run["a"]), pairs=str(tmp_path / "pairs.txt"))
+    run(job, str(tmp_path / "run"))
+    assert sorted(encoded) == ["a man.", "der hund.", "ein mann.", "the dog."]
+    assert len((tmp_path / "run" / "score_pairs.txt").read_text("utf-8").splitlines()) == 2

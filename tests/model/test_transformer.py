@@ -261,3 +261,29 @@ def test_shaw_pair_rows_are_built_once_per_stack_and_shared_by_its_layers(monkey
         for t in range(3):
             _, cache = model.decode_step(tgt[:, t : t + 1], enc, cache)
     assert built == [(6, 6, 2, 0, False)] + [(1, t + 1, 2, t, True) for t in range(3)]
+
+
+@pytest.mark.parametrize(
+    "change,error,message",
+    [
+        (lambda s, t: (s.float(), t), TypeError, "src: token ids must be an int64 (or int32) "
+         "tensor, got torch.float32"),
+        (lambda s, t: (s, t[0]), ValueError, "tgt_in: token ids must be (batch, length), got (5,)"),
+        (lambda s, t: (s, t.clone().fill_(VOCAB)), ValueError,
+         f"tgt_in: token id {VOCAB} outside the vocabulary [0, {VOCAB})"),
+        (lambda s, t: (s - 9, t), ValueError, "src: token id -9 outside the vocabulary"),
+        (lambda s, t: (s, torch.cat([t, t])), ValueError,
+         "src has 3 sentences but tgt_in 6: one target row each"),
+    ],
+    ids=["float", "rank", "too_high", "negative", "batch_sizes"],
+)  # fmt: skip
+def test_forward_names_the_bad_token_tensor(change, error, message):
+    # torch's own messages (or a device-side assert on CUDA) named neither argument; two target
+    # rows per source row were silently paired as beams.
+    torch.manual_seed(0)
+    model = tiny(dict(TINY, max_relative_position=2)).eval()
+    src, tgt = batch()
+    with pytest.raises(error) as raised:
+        model(*change(src, tgt))
+    assert str(raised.value).startswith(message)
+    assert model(src.int(), tgt).shape == (3, 5, VOCAB)  # int32 ids, as nn.Embedding takes
