@@ -101,6 +101,23 @@ def test_paper_presets_carry_the_paper_settings():
     assert (big.d_model, big.n_heads, big.d_ff, big.dropout) == (1024, 16, 4096, 0.3)
 
 
+@pytest.mark.parametrize("size", ["base", "big"])
+def test_a_paper_setup_takes_another_training_recipe_whole(size):
+    """`experiment=paper_* train=cpu_short` trains by cpu_short alone (it had kept the paper's
+    batches, schedule and budget and taken cpu_short's clipping and EMA), and keeps its model."""
+    paper = compose_job("train", [f"experiment=paper_{size}_en_de"])
+    assert (paper.train.max_tokens, paper.train.schedule, paper.train.warmup_steps) == (
+        25000, "noam", 4000,
+    )  # fmt: skip
+    assert paper.train.average_last == (20 if size == "big" else 0)
+    mixed = compose_job("train", [f"experiment=paper_{size}_en_de", "train=cpu_short"])
+    alone = compose_job("train", ["train=cpu_short"])
+    assert mixed.train == alone.train
+    assert mixed.model.d_model == paper.model.d_model
+    tiny = compose_job("train", [f"experiment=paper_{size}_en_de", "model=transformer_tiny"])
+    assert tiny.model == compose_job("train", ["model=transformer_tiny"]).model
+
+
 @pytest.mark.parametrize(
     "override",
     [
