@@ -1,8 +1,8 @@
 """Command-line overrides Hydra would refuse with several lines and exit status 1 (or, for a key
 added with `+`, accept and then ignore), refused before Hydra runs in one line, exit status 2:
 a group option that does not exist, a key no schema has, a value of the wrong type, a schema key
-deleted with `~`, an unquoted `~` inside a value, and --cfg with -m (a traceback). Anything else
-is left to Hydra."""
+deleted with `~`, an unquoted `~` inside a value, a group set to null (a traceback), a sweep
+without -m, and --cfg with -m (a traceback). Anything else is left to Hydra."""
 
 from __future__ import annotations
 
@@ -62,7 +62,16 @@ def override_problem(schema: type, argv: Sequence[str]) -> str | None:
             continue  # Hydra names the syntax error
         if problem := _problem(schema, override, text):
             return problem
+        if override.is_sweep_override() and not args.multirun:
+            return _sweep_problem(override, text, printing=bool(args.cfg))
     return None
+
+
+def _sweep_problem(override: Override, text: str, printing: bool) -> str:
+    """A sweep's values given without -m, which Hydra refuses as ambiguous."""
+    if printing:
+        return f"{text}: --cfg prints one job's config: give {override.key_or_group} one value"
+    return f"{text}: several values are a sweep: add -m to run one job each"
 
 
 def _problem(schema: type, override: Override, text: str) -> str | None:
@@ -105,7 +114,12 @@ def _option_problem(group: str, override: Override, text: str) -> str | None:
     values = _values(override)
     options = sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
     for value in values or []:
-        if value is not None and isinstance(value, str) and value not in options:
+        if value is None:
+            hint = f"write {group}=none; " if "none" in options else ""
+            return (
+                f"{text}: {group} takes an option, not null ({hint}options: {', '.join(options)})"
+            )
+        if isinstance(value, str) and value not in options:
             close = difflib.get_close_matches(value, options, n=1)
             hint = f"did you mean {group}={close[0]}? " if close else ""
             return f"{text}: no {group} option {value!r} ({hint}options: {', '.join(options)})"

@@ -25,6 +25,10 @@ from tests.forkrun import run_module
         ("experiment=ablate_kk", "did you mean experiment=ablate_k?"),
         ("~model.dropout", "a setting cannot be deleted"),
         ("data.root=~/corpus", "\"data.root='~/corpus'\""),
+        ("positions=null", "positions takes an option, not null (write positions=none;"),
+        ("positions=rope,null", "not null"),
+        ("train.seed=1,2", "several values are a sweep: add -m"),
+        ("experiment=ablate_k,ablate_terms", "add -m"),
     ],
 )  # fmt: skip
 def test_a_bad_train_override_is_named_in_one_line(override, named):
@@ -68,6 +72,15 @@ def test_a_sweep_printed_with_cfg_is_one_line_not_a_traceback():
         TrainJobConfig, ["rpr-nmt-train", "-m", "experiment=ablate_k", "--cfg", "job"]
     )
     assert problem is not None and "leave out -m" in problem
+
+
+def test_a_sweep_without_m_printed_with_cfg_asks_for_one_value():
+    for cfg in ("job", "hydra"):
+        problem = override_problem(
+            TrainJobConfig,
+            ["rpr-nmt-train", "experiment=ablate_k", "train.seed=1,2", "--cfg", cfg],
+        )
+        assert problem == "train.seed=1,2: --cfg prints one job's config: give train.seed one value"
 
 
 def test_rpr_nmt_train_refuses_a_wrong_type_with_exit_2_before_any_data(tmp_path):
