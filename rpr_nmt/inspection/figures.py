@@ -318,7 +318,7 @@ def _plot_mass(stack: str, mass: AttentionMass, about: dict[str, Any], path: Pat
     fig.suptitle(
         f"{stack} self-attention mass by relative distance\nmean over heads and "
         f"{mass.queries[stack]} queries of {about.get('sentences', '?')} {about.get('split', '')} "
-        f"sentences (dotted: ±k = {k})"
+        "sentences" + (f" (dotted: ±k = {k})" if k else "")
     )
     return _save(fig, path)
 
