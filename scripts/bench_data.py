@@ -71,6 +71,9 @@ def main() -> None:
     )
     parser.add_argument("--max-tokens", type=int, default=4096, help="train.max_tokens")
     args = parser.parse_args()
+    for name in ("lines", "batches", "max_tokens"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: at least 1")
     rows: list[tuple[str, str]] = []
     quiet = lambda _: None  # noqa: E731
 

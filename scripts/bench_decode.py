@@ -143,6 +143,11 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=2, help="best of N timings")
     args = parser.parse_args()
+    for name in ("sentences", "repeats", "beam", "batch", "streams", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: at least 1")
+    if args.uncached_sentences < 0:
+        parser.error(f"--uncached-sentences {args.uncached_sentences}: 0 skips uncached, or more")
     torch.set_num_threads(args.threads)
     print(host_summary(matmul_ceilings()), flush=True)
     args.device = resolve_device(args.device)

@@ -216,6 +216,8 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if too_few := [str(n) for n in args.pairs if n < 1]:
+        parser.error(f"--pairs {' '.join(too_few)}: at least 1 pair each")
     if args.child:
         cfg = bench_config(args.corpus, args.cache, args.threads)
         child = {"prepare": child_prepare, "load": child_load, "reference": child_reference}

@@ -50,6 +50,9 @@ def read_run(folder: Path) -> dict[str, Any]:
     for i, probe in enumerate(probes if isinstance(probes, list) else [None]):
         if not isinstance(probe, dict) or any(key not in probe for key in PROBE_KEYS):
             refuse(f"{path}: position_probe[{i}] lacks one of {', '.join(PROBE_KEYS)}")
+    for stack in STACKS:
+        if not any(probe["stack"] == stack for probe in probes):
+            refuse(f"{path}: no {stack} probe in position_probe; run rpr-nmt-inspect again")
     label = method_label(numbers)
     return {
         "setting": label,

@@ -65,6 +65,9 @@ def peer_summary(log: Path) -> dict[str, Any]:
                     f"{log}: no steady rate (one report of tok/s); run the peer for more steps "
                     "(PEER_STEPS=60 in scripts/cpu_sitting.sh)"
                 )
+            rate = summary["steady_tok_s"]
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+                refuse(f"{log}: steady_tok_s is {rate!r}, not a positive rate; rerun the peer")
             return summary
     refuse(f"{log}: no summary line with steady_tok_s; did the peer's run finish?")
 

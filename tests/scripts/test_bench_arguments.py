@@ -24,6 +24,14 @@ SCRIPTS = Path(__file__).parents[2] / "scripts"
         ("bench_attention.py", ["--layer-rounds", "0"], "--layer-rounds 0"),
         ("bench_gemm_shapes.py", ["--rounds", "0"], "--rounds 0"),
         ("profile_train.py", ["--steps", "0"], "--steps 0"),
+        ("bench_decode.py", ["--sentences", "0"], "--sentences 0"),
+        ("bench_decode.py", ["--sentences", "-5"], "--sentences -5"),
+        ("bench_decode.py", ["--repeats", "0"], "--repeats 0"),
+        ("bench_decode.py", ["--uncached-sentences", "-1"], "--uncached-sentences -1"),
+        ("bench_data.py", ["--lines", "-1"], "--lines -1"),
+        ("bench_data.py", ["--batches", "0"], "--batches 0"),
+        ("bench_data.py", ["--max-tokens", "0"], "--max-tokens 0"),
+        ("bench_prepare.py", ["--pairs", "1000", "0", "-3"], "--pairs 0 -3"),
     ],
 )
 def test_a_count_that_times_nothing_is_refused_before_the_benchmark(script, args, named):

@@ -101,3 +101,14 @@ def test_runs_of_one_setting_with_other_depths_are_refused(tmp_path, capsys, dep
         for seed, r2 in enumerate(depths)
     ]
     refused(capsys, lambda: probe_table.table(runs), "differ in encoder layers")
+
+
+@pytest.mark.parametrize("kept", ["encoder", "decoder"])
+def test_an_inspect_json_with_one_stack_probed_names_the_missing_one(tmp_path, capsys, kept):
+    # It used to end in an IndexError at probes[0] (alone) or count fewer runs (beside a whole one).
+    folder = inspected(tmp_path / "a", {}, [0.1, 0.2, 0.3], 1)
+    numbers = json.loads((folder / "inspect.json").read_text())
+    numbers["position_probe"] = [p for p in numbers["position_probe"] if p["stack"] == kept]
+    (folder / "inspect.json").write_text(json.dumps(numbers))
+    missing = "decoder" if kept == "encoder" else "encoder"
+    refused(capsys, lambda: probe_table.read_run(folder), f"inspect.json: no {missing} probe")

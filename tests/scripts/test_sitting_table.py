@@ -142,3 +142,11 @@ def test_a_row_without_a_key_is_named_by_its_index(tmp_path, monkeypatch, capsys
     write_sitting(tmp_path, rows=[row, {k: v for k, v in row.items() if k != "tokens_per_sec"}])
     monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
     refused(capsys, r"bench.json: rows\[1\] no 'tokens_per_sec'")
+
+
+@pytest.mark.parametrize("peers", [(0.0, 0.0), (3600.0, 0), (3600.0, -5.0), (3600.0, "fast")])
+def test_a_peer_without_a_positive_rate_is_named(tmp_path, monkeypatch, capsys, peers):
+    # Both at 0 used to end in a ZeroDivisionError; one at 0 halved the mean every row divides by.
+    write_sitting(tmp_path, peers=peers)
+    monkeypatch.setattr("sys.argv", ["sitting_table.py", str(tmp_path)])
+    refused(capsys, r"onmt_(before|after).log: steady_tok_s is .*, not a positive rate")
