@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{name} goes with --by-length: add --by-length, or leave {name} out")
     if args.into and not args.collect:
         parser.error("--into goes with --collect RUN_OR_SWEEP_DIR")
+    if args.samples and args.significance == "none":
+        parser.error("--samples goes with a test: give --significance bs or ar, or leave it out")
     status = 0
     test = None if args.significance == "none" else args.significance
     try:

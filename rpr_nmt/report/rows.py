@@ -37,8 +37,12 @@ class Row:
 
     def values(self, key: str) -> list[float]:
         """The summary entry `key` of each run that has it as a finite number."""
-        found = [r.summary.get(key) for r in self.runs]
-        return [float(v) for v in found if isinstance(v, (int, float)) and math.isfinite(v)]
+        return [float(r.summary[key]) for r in self.scored_runs(key)]
+
+    def scored_runs(self, key: str = "test_bleu") -> list[Run]:
+        """The runs whose summary has `key` as a finite number: those its `key` figures rest on."""
+        found = [(r, r.summary.get(key)) for r in self.runs]
+        return [r for r, v in found if isinstance(v, (int, float)) and math.isfinite(v)]
 
     def stats(self, key: str) -> SeedStats | None:
         """Mean, standard deviation and 95% t-interval of `key` over the seeds."""

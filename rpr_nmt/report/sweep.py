@@ -174,8 +174,9 @@ def compare_rows(
     hypotheses (hyp_<test split>.txt) and the references of the runs' corpus (read through
     `text` when given, so that a report's several comparisons read the corpus once).
 
-    Every run's hypotheses and references must be readable: a report whose tests and verdicts
-    silently went missing would read as "cannot tell" where the data says "holds".
+    Only the runs with a test score in their summary are paired (Row.scored_runs): those the
+    rows' means rest on. Theirs must be readable: a report whose tests and verdicts silently went
+    missing would read as "cannot tell" where the data says "holds".
 
     Raises:
         rpr_nmt.data.DataError: a run's corpus is not found (the message says how to point at it).
@@ -184,13 +185,20 @@ def compare_rows(
     if all(row is baseline for row in rows):
         return {}  # one setting: nothing to pair with, so no output to read
     text = text or CorpusText()
-    base_outputs = [read_test_output(run, text) for run in baseline.runs]
+    base_outputs = [read_test_output(run, text) for run in baseline.scored_runs()]
     others = {
-        row.setting: [read_test_output(run, text) for run in row.runs]
+        row.setting: [read_test_output(run, text) for run in row.scored_runs()]
         for row in rows
         if row is not baseline
     }
-    return compare_seedwise(base_outputs, others, test=test, n_samples=n_samples)
+    compared = compare_seedwise(base_outputs, others, test=test, n_samples=n_samples)
+    for row in rows:
+        if row.setting in compared and not compared[row.setting].seeds:
+            if not row.scored_runs():
+                compared[row.setting].note = "no run with a test score"
+            elif not baseline.scored_runs():
+                compared[row.setting].note = "no run of the baseline with a test score"
+    return compared
 
 
 def read_test_output(run: Run, text: CorpusText) -> SeedOutput:
@@ -249,6 +257,7 @@ def _statistics_section(
     compared: dict[str, Comparison],
     test: str | None,
     n_samples: int,
+    sweep_dir: Path,
 ) -> str:
     """The '## Test scores over seeds' section of report.md."""
     text = f"\n## Test scores over seeds\n\n{STATS_LEGEND}.\n"
@@ -267,7 +276,24 @@ def _statistics_section(
         if comparison.note:
             untested.setdefault(comparison.note, []).append(labels.get(setting, setting))
     notes = [f"- no test for {'; '.join(names)}: {note}" for note, names in untested.items()]
+    if test:
+        notes += [f"- {line}" for line in _unscored_lines(rows, sweep_dir)]
     return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
+
+
+def _unscored_lines(rows: Sequence[Row], sweep_dir: Path) -> list[str]:
+    """Per row with runs lacking a test score in their summary: those runs, named, left out of
+    its mean, spread, Δ and paired tests alike (compare_rows)."""
+    lines = []
+    for row in rows:
+        scored = row.scored_runs()
+        left = [str(r.path.relative_to(sweep_dir)) for r in row.runs if r not in scored]
+        if left:
+            lines.append(
+                f"{row.label}: {len(left)} run(s) without a test score in train_summary.json, "
+                f"left out of its test figures and tests: {', '.join(left)}"
+            )
+    return lines
 
 
 def write_report(
@@ -334,7 +360,7 @@ def write_report(
     else:
         plot_path.unlink(missing_ok=True)  # drawn by an earlier report of other runs
         plot_path = None
-    text += _statistics_section(rows, base, compared, significance, n_samples)
+    text += _statistics_section(rows, base, compared, significance, n_samples, sweep_dir)
     if mixed:
         text += "\n## Claims\n\n" + mixed_recipe_note(mixed, "claims and no placement table")
     else:

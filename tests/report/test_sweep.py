@@ -379,3 +379,42 @@ def test_a_stopped_run_without_test_output_says_to_resume_it(tmp_path):
         "training command to resume it (it evaluates at the end), move it out of the sweep, or "
         "give --significance none"
     )
+
+
+def test_a_run_without_a_test_score_is_left_out_of_its_rows_tests_too(tmp_path, monkeypatch):
+    # Probe G1: the mean came from the runs with a test score, Δ and p from every run with
+    # hypotheses, so a row read "1 of 2 | 100.0 | -50.0": its own numbers disagreed.
+    from dataclasses import asdict
+
+    from rpr_nmt.config import DataConfig
+
+    refs = [f"the {w} sat on the mat near the door today" for w in ("cat", "dog", "cow", "hen")]
+    for lang in ("en", "de"):
+        (tmp_path / "tiny").mkdir(exist_ok=True)
+        (tmp_path / "tiny" / f"test.{lang}").write_text("\n".join(refs) + "\n")
+    data = asdict(DataConfig(root=str(tmp_path / "tiny"), test_split="test"))
+    sweep = tmp_path / "sweep"
+    for k, seed, scored, hyps in [
+        (16, 1, True, refs), (16, 2, True, refs), (4, 1, True, refs), (4, 2, False, ["x"] * 4),
+    ]:  # fmt: skip
+        model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
+        config = {"data": data, "model": model, "train": {"seed": seed}}
+        overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
+        summary = {"test_bleu": 100.0, "test_chrf": 100.0} if scored else {"steps": 3}
+        write_run_folder(sweep, overrides, config, summary, hyps=hyps)
+    assert main(["--samples", "100", str(sweep)]) == 0
+    report = (sweep / "report.md").read_text()
+    assert "| Shaw k = 4 | 1 of 2 | 100.0 | +0.0 | p 1.000 | 100.0 | +0.0 | p 1.000 |" in report
+    assert (
+        "- Shaw k = 4: 1 run(s) without a test score in train_summary.json, left out of its test "
+        "figures and tests: model.max_relative_position=4,train.seed=2" in report
+    )
+
+
+def test_samples_without_a_test_are_refused(tmp_path, capsys):
+    make_run(tmp_path, 16, 1, 27.0)
+    with pytest.raises(SystemExit) as stop:
+        main(["--samples", "300", "--significance", "none", str(tmp_path)])
+    assert stop.value.code == 2
+    assert "--samples goes with a test" in capsys.readouterr().err
+    assert not (tmp_path / "report.md").exists()
