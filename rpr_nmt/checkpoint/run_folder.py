@@ -190,17 +190,16 @@ def average_checkpoints(
     states = [load_checkpoint(p) for p in paths]
     reference = states[0].model
     for p, s in zip(paths[1:], states[1:]):
-        if s.model.keys() != reference.keys() or any(
-            s.model[n].shape != t.shape for n, t in reference.items()
-        ):
-            raise CheckpointError(f"{p} holds another model than {paths[0]}: cannot average")
-        # Parameter-free settings (RoPE, ALiBi, the sinusoid, none; which stacks have them) change
-        # no name or shape, so the configs decide.
+        # The configs first: they name the setting, also for parameter-free ones (RoPE, ALiBi).
         differ = model_differences(states[0].config.model, s.config.model)
         if differ:
             raise CheckpointError(
                 f"{p} holds another model than {paths[0]} ({'; '.join(differ)}): cannot "
                 "average; average checkpoints of one run (an ensemble combines different models)"
+            )
+        if apart := parameter_difference(reference, s.model):
+            raise CheckpointError(
+                f"{p} holds another model than {paths[0]} ({apart}): cannot average"
             )
         if s.bpe_model != states[0].bpe_model:  # the same shapes, but token i is another piece
             raise CheckpointError(
@@ -274,6 +273,16 @@ def partial_ema(paths: Sequence[str | Path], states: Sequence[TrainingState]) ->
         f"of the {len(paths)} checkpoints do: their weight averages are left out, and the result "
         "is the average of the trained weights alone"
     )
+
+
+def parameter_difference(first: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> str:
+    """The first parameter name or shape on which two state dicts differ, "" when none does."""
+    if missing := sorted(first.keys() ^ other.keys()):
+        return f"parameter {missing[0]} is in one only"
+    for name, tensor in first.items():
+        if other[name].shape != tensor.shape:
+            return f"{name}: shape {list(tensor.shape)} vs {list(other[name].shape)}"
+    return ""
 
 
 def model_differences(first: ModelConfig, other: ModelConfig) -> list[str]:

@@ -9,7 +9,8 @@ must translate one language pair. Checkpoints of different training runs, and a 
 with and without a weight average, are averaged with a one-line warning on stderr. The result keeps
 the newest checkpoint's config and BPE model, so that rpr-nmt-evaluate and rpr-nmt-translate
 load it like any other checkpoint. An existing -o file (a run's own last.pt, say) is replaced
-only with --force; an -o under a file or on a read-only file system is one line, exit status 2.
+only with --force; an -o under a file or on a read-only file system is one line, exit status 2,
+as is an -o named step_*.pt in a checkpoints/ folder, or in one of a run that is training.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from rpr_nmt.checkpoint import (
     save_checkpoint,
 )
 from rpr_nmt.checkpoint.inference import check_one_direction
+from rpr_nmt.checkpoint.run_folder import STEP_PATTERN
+from rpr_nmt.checkpoint.run_lock import LOCK_FILE, run_folder_in_use
 from rpr_nmt.cli.run_folder import describe_os_error, folder_problem
 
 
@@ -66,6 +69,19 @@ def check_output(path: Path, *, force: bool) -> None:
     if path.exists() and not force:
         raise CheckpointError(
             f"-o {path} exists: choose another file, or pass --force to replace it"
+        )
+    if path.parent.name != "checkpoints":
+        return
+    if STEP_PATTERN.match(path.name):
+        raise CheckpointError(
+            f"-o {path} is named as a step checkpoint, which the run's pruning and "
+            "train.average_last would take for one of its own: name it otherwise (avg.pt, say)"
+        )
+    if run_folder_in_use(path.parent.parent):
+        raise CheckpointError(
+            f"-o {path} is in the checkpoints/ folder of a run that is training (its "
+            f"{LOCK_FILE} is held), where the trainer replaces and prunes files: write the "
+            "average elsewhere, or once the run has ended"
         )
 
 

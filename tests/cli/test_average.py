@@ -221,3 +221,51 @@ def test_last_with_files_alone_is_refused_in_one_line(tiny_run, tmp_path, capsys
         "--last, or name the run directory\n"
     )
     assert not out.exists()
+
+
+def test_an_output_into_a_training_runs_checkpoints_is_refused(tmp_path, capsys):
+    # Probe J1: -o RUN/checkpoints/avg.pt beside a running trainer, which prunes and replaces there.
+    from rpr_nmt.checkpoint import run_folder_lock
+
+    run = small_run(tmp_path / "run", [1, 2, 3])
+    out = run / "checkpoints" / "averaged.pt"
+    with run_folder_lock(run):
+        assert main([str(run), "--last", "2", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: error: -o {out} is in the checkpoints/ folder of a run that is training "
+        "(its train.lock is held), where the trainer replaces and prunes files: write the average "
+        "elsewhere, or once the run has ended\n"
+    )
+    assert not out.exists()
+    assert main([str(run), "--last", "2", "-o", str(out)]) == 0  # the run has ended
+
+
+def test_an_output_named_as_a_step_checkpoint_is_refused(tmp_path, capsys):
+    # Probe J2: -o RUN/checkpoints/step_0000035.pt became one of the run's steps: its final
+    # train.average_last averaged this average again, as if trained.
+    run = small_run(tmp_path / "run", [1, 2, 3])
+    out = run / "checkpoints" / "step_0000004.pt"
+    assert main([str(run), "--last", "2", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: error: -o {out} is named as a step checkpoint, which the run's pruning "
+        "and train.average_last would take for one of its own: name it otherwise (avg.pt, say)\n"
+    )
+    assert not out.exists()
+
+
+def test_models_of_other_shapes_are_refused_naming_the_parameter(tmp_path, capsys):
+    # Probe J3: another vocabulary's checkpoint was "another model", without saying where.
+    from dataclasses import replace
+
+    import torch
+
+    from rpr_nmt.checkpoint import save_checkpoint
+    from tests.checkpoint.test_state import small_state
+
+    a = save_checkpoint(replace(small_state(1), model={"w": torch.zeros(2)}), tmp_path / "a.pt")
+    b = save_checkpoint(replace(small_state(2), model={"w": torch.zeros(3)}), tmp_path / "b.pt")
+    assert main([str(a), str(b), "-o", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: error: {b} holds another model than {a} (w: shape [2] vs [3]): cannot "
+        "average\n"
+    )
