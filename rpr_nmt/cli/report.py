@@ -32,6 +32,7 @@ from rpr_nmt.report.lengths import (
     LENGTH_OPTIONS_FILE,
     LENGTH_PLOT_FILE,
     LENGTH_REPORT_FILE,
+    check_bounds,
 )
 from rpr_nmt.report.retrained import write_retraining_report
 from rpr_nmt.report.runs import CorpusText
@@ -49,14 +50,26 @@ def _count(text: str) -> int:
 
 
 def _int_list(text: str) -> list[int]:
-    """'1,11,16' -> [1, 11, 16], increasing and positive, else an argparse error."""
+    """'1,11,16' -> [1, 11, 16], increasing from 1 (check_bounds), else an argparse error."""
     try:
         values = [int(v) for v in text.split(",") if v]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers like 1,11,16, got {text!r}") from None
-    if not values or values[0] < 1 or any(b <= a for a, b in zip(values, values[1:])):
-        raise argparse.ArgumentTypeError(f"bounds must be increasing and >= 1, got {text!r}")
-    return values
+    try:
+        return check_bounds(values)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _split_list(text: str) -> list[str]:
+    """'val,test_2016_flickr' -> ['val', 'test_2016_flickr'], each once, else an argparse error."""
+    splits = [s for s in text.split(",") if s]
+    if not splits or len(set(splits)) < len(splits):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct splits like val,test_2016_flickr, got {text!r} (a split given "
+            "twice would count its sentences twice)"
+        )
+    return splits
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--splits",
-        type=lambda text: [s for s in text.split(",") if s],
+        type=_split_list,
         default=None,
         help="with --by-length: splits whose sentences are pooled, e.g. val,test_2016_flickr "
         "(each run wrote hyp_<split>.txt; default: those of the sweep's last length report, "

@@ -266,6 +266,23 @@ def unseen_length_section(
     return "\n".join(lines) + "\n"
 
 
+def check_bounds(bounds: Sequence[int]) -> list[int]:
+    """Bucket lower bounds, increasing integers from 1: the first bucket also holds every
+    shorter sentence (bucket_of), so a first bound above 1 would mislabel it.
+
+    Raises:
+        ValueError: names the bounds and what to give.
+    """
+    values = list(bounds)
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if not values or not ints or values[0] != 1 or any(b <= a for a, b in zip(values, values[1:])):
+        raise ValueError(
+            f"bounds must be increasing and start at 1 (the first bucket holds the shortest "
+            f"sentences), e.g. 1,11,16; got {','.join(map(str, values)) or 'none'}"
+        )
+    return values
+
+
 def length_options(
     sweep_dir: str | Path, bounds: Sequence[int] | None, splits: Sequence[str] | None
 ) -> tuple[list[int], list[str] | None]:
@@ -283,8 +300,24 @@ def length_options(
             raise ValueError(
                 f"{path}: not an object of bounds and splits; delete it and give --bounds/--splits"
             )
-    chosen_bounds = list(bounds or saved.get("bounds") or DEFAULT_BOUNDS)
+    if bounds:
+        chosen_bounds = check_bounds(bounds)
+    else:
+        try:
+            chosen_bounds = check_bounds(saved.get("bounds") or DEFAULT_BOUNDS)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}; delete it and give --bounds/--splits") from None
     chosen_splits = list(splits) if splits else saved.get("splits")
+    if chosen_splits is not None and (
+        not isinstance(chosen_splits, list)
+        or not chosen_splits
+        or not all(isinstance(x, str) for x in chosen_splits)
+        or len(set(chosen_splits)) < len(chosen_splits)
+    ):
+        raise ValueError(
+            f"{path}: splits {chosen_splits!r} are not a list of distinct split names; delete it "
+            "and give --bounds/--splits"
+        )
     return chosen_bounds, chosen_splits
 
 

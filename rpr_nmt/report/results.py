@@ -120,6 +120,12 @@ def collect_results(
         if not (run.path / f"hyp_{run.test_split}.txt").is_file():
             log(f"skipped {run.path}: no hyp_{run.test_split}.txt (the run did not evaluate)")
             continue
+        if run.unfinished:  # its hyp files, if any, are of an earlier session
+            log(
+                f"skipped {run.path}: stopped before its budget (a signal); rerun its training "
+                "command to finish it, then collect it"
+            )
+            continue
         planned[into / run_name(run, source)] = run
     check_targets(planned, into)
     text = CorpusText()

@@ -152,22 +152,30 @@ def judge_retraining(
     for (old, new), label in zip(groups, labels):
         check_distinct_seeds(old)
         check_distinct_seeds(new)
-        check_seeds_in_common(old, new, label)
-        base = [read_test_output(r, text) for r in old]
-        outputs = {"new": [read_test_output(r, text) for r in new]}
-        compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]
         published, retrained = (Row(label, runs[0].model, runs, label) for runs in (old, new))
+        scored = {"old": published.scored_runs(), "new": retrained.scored_runs()}
+        check_seeds_in_common(scored["old"], scored["new"], label)
+        base = [read_test_output(r, text) for r in scored["old"]]
+        outputs = {"new": [read_test_output(r, text) for r in scored["new"]]}
+        compared = compare_seedwise(base, outputs, test=test, n_samples=n_samples)["new"]
         pairings.append(Pairing(published, retrained, compared))
     return pairings
 
 
 def check_seeds_in_common(published: Sequence[Run], retrained: Sequence[Run], label: str) -> None:
-    """Refuse a setting whose retrained seeds are none of the published ones: the paired tests,
-    seed against the same seed, would have nothing to test, and the setting no verdict.
+    """Refuse a setting whose scored retrained seeds are none of the scored published ones: the
+    paired tests, seed against the same seed, would have nothing to test, and the setting no
+    verdict.
 
     Raises:
         ValueError: names the setting and both folders' seeds.
     """
+    for name, runs in (("published", published), ("retrained", retrained)):
+        if not runs:
+            raise ValueError(
+                f"{label}: no {name} run has a test score in train_summary.json: nothing to "
+                f"test; score its runs' test split (rpr-nmt-evaluate) or leave the setting out"
+            )
     old, new = ({r.seed for r in runs} for runs in (published, retrained))
     if not old & new:
         listed = {
@@ -199,6 +207,21 @@ def retraining_table(pairings: Sequence[Pairing]) -> str:
             f"{'yes' if p.inside else 'no'} | {test} | {'yes' if p.rounding_only else '**no**'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def unscored_lines(pairings: Sequence[Pairing]) -> list[str]:
+    """Per setting and folder: the runs without a test score, left out of its figures and tests."""
+    lines = []
+    for p in pairings:
+        for name, row in (("published", p.published), ("retrained", p.retrained)):
+            scored = row.scored_runs()
+            left = [r.path.name for r in row.runs if r not in scored]
+            if left:
+                lines.append(
+                    f"- {p.label}, {name}: {len(left)} run(s) without a test score in "
+                    f"train_summary.json, left out: {', '.join(left)}"
+                )
+    return lines
 
 
 def seed_table(pairings: Sequence[Pairing]) -> str:
@@ -233,6 +256,8 @@ def write_retraining_report(
         else "some setting moved beyond rounding: the change does not land"
     )
     seeds = sorted({s for p in pairings for s in p.comparison.seeds if s is not None})
+    left_out = unscored_lines(pairings)
+    notes = "\n".join(left_out) + "\n\n" if left_out else ""
     text = (
         f"# Retrained against published: is the change rounding only?\n\n"
         f"Published: {published_dir} (arithmetic {arithmetic['published']}). Retrained: "
@@ -242,7 +267,7 @@ def write_retraining_report(
         "rounding only when its retrained mean lies inside the published interval and the "
         "paired test does not find every seed pair significant in one direction.\n\n"
         f"**Verdict: {verdict}.**\n\n"
-        f"{retraining_table(pairings)}\n"
+        f"{retraining_table(pairings)}\n{notes}"
         f"## Seed by seed\n\n{seed_table(pairings)}"
     )
     path = Path(retrained_dir) / REPORT
@@ -256,5 +281,6 @@ __all__ = [
     "judge_retraining",
     "retraining_table",
     "seed_table",
+    "unscored_lines",
     "write_retraining_report",
 ]

@@ -15,6 +15,7 @@ from rpr_nmt.report.lengths import (
     BucketScores,
     bucket_labels,
     bucket_of,
+    length_options,
     mean_differences,
     plot_by_length,
 )
@@ -140,3 +141,37 @@ def test_a_missing_corpus_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "nowhere").mkdir()  # the folder without the split's files
     assert main(["--by-length", str(tmp_path / "sweep")]) == 2
     assert "missing data file for split 'test'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option, said",
+    [
+        ("--bounds=12,20", "start at 1"),  # was '12-19 (887)', 312 of them shorter than 12
+        ("--bounds=5", "start at 1"),  # was '5+ (1000)'
+        ("--splits=val,val", "distinct splits"),  # was every val sentence counted twice
+        ("--splits=,", "distinct splits"),  # was the saved splits, silently
+    ],
+)
+def test_bounds_from_above_1_and_a_split_given_twice_are_refused(option, said, capsys):
+    # Probe K2.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--by-length", option, "somewhere"])
+    assert exit_info.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "saved, said",
+    [
+        ('{"bounds": [12, 20]}', "start at 1"),
+        ('{"bounds": [16, 1]}', "start at 1"),  # was a '16-0 (0)' bucket
+        ('{"bounds": "abc"}', "start at 1"),  # was a TypeError traceback
+        ('{"splits": "val"}', "not a list of distinct split names"),  # was splits 'v', 'a', 'l'
+    ],
+)
+def test_saved_length_options_out_of_shape_are_named(saved, said, tmp_path):
+    # Probe K2: length_options.json is reused by `make results` without --bounds/--splits.
+    (tmp_path / "length_options.json").write_text(saved)
+    with pytest.raises(ValueError, match=said) as error:
+        length_options(tmp_path, None, None)
+    assert "length_options.json" in str(error.value) and "delete it" in str(error.value)

@@ -255,3 +255,15 @@ def test_collect_refuses_runs_of_another_arithmetic(published, tmp_path, capsys)
     assert err.count("\n") == 1 and f"collecting into {results} would mix arithmetics" in err, err
     assert "arithmetic 2" in err and "arithmetic 1" in err
     assert run_files(results) == before
+
+
+def test_collect_skips_a_run_stopped_by_a_signal(published, tmp_path, capsys):
+    # Probe K3: a finished run resumed for more updates and stopped (Ctrl-C) keeps its earlier
+    # hyp_test.txt beside a summary of the later steps without a test score: it was collected.
+    sweep, _, _ = published
+    run = sweep / "model.max_relative_position=16,train.seed=2"
+    (run / "train_summary.json").write_text(json.dumps({"steps": 3, "stopped_by": "signal"}))
+    results = tmp_path / "results" / "demo"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    assert f"skipped {run}: stopped before its budget" in capsys.readouterr().err
+    assert not (results / run.name).exists()

@@ -9,6 +9,7 @@ sentences lose their last word), Shaw keeps every second word only: a change bey
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -221,3 +222,41 @@ def test_a_retraining_without_a_published_seed_is_refused(folders, capsys):
     assert "published with train.seed=1,2,3: no seed in common" in err
     assert "retrain with train.seed=1,2,3" in err
     assert not (retrained / "retrained.md").exists()
+
+
+def test_a_run_without_a_test_score_is_left_out_of_the_tests_as_of_the_mean(folders, capsys):
+    # Probe K1: a retrained seed 3 without test_bleu in its summary was left out of the retrained
+    # mean but paired against the published seed 3 (the tests rested on more seeds than the Δ).
+    published, retrained, data = folders
+    for seed in (1, 2):
+        write_run(retrained, "absolute", seed, ROUNDED[seed], data, arithmetic=2)
+    run = write_run_folder_unscored(retrained, 3, data)
+    (run / "hyp_test.txt").write_text("\n".join(HALVED[3]) + "\n")
+    args = ["--retrained", str(retrained), "--against", str(published), "--samples", "200"]
+    main(args)
+    text = (retrained / "retrained.md").read_text()
+    seeds = text.split("## Seed by seed")[1]
+    assert seeds.count("| sinusoid |") == 2 and "| sinusoid | 3 |" not in seeds
+    assert f"without a test score in train_summary.json, left out: {run.name}" in text
+
+
+def test_a_setting_without_a_scored_retrained_run_is_refused(folders, capsys):
+    # Probe K1: with no retrained test score, the tests ran on the hypotheses and exit 1 said "the
+    # change does not land" beside a "-" for the retrained mean.
+    published, retrained, data = folders
+    for seed in (1, 2):
+        run = write_run_folder_unscored(retrained, seed, data)
+    assert main(["--retrained", str(retrained), "--against", str(published)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sinusoid: no retrained run has a test score" in err
+    assert run.is_dir() and not (retrained / "retrained.md").exists()
+
+
+def write_run_folder_unscored(folder: Path, seed: int, data: Path) -> Path:
+    """A retrained run of the sinusoid with hypotheses but no test_bleu in its summary."""
+    write_run(folder, "absolute", seed, ROUNDED[seed], data, arithmetic=2)
+    (run,) = folder.glob(f"*train.seed={seed}")
+    summary = run / "train_summary.json"
+    kept = {k: v for k, v in json.loads(summary.read_text()).items() if k != "test_bleu"}
+    summary.write_text(json.dumps(kept))
+    return run
