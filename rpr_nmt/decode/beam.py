@@ -220,7 +220,8 @@ class _Beams:
         self.logp = sel.alive_logp
 
 
-def _check(beam_size: int, nbest: int, length_penalty: float, min_len: int) -> None:
+def check_settings(beam_size: int, nbest: int, length_penalty: float, min_len: int) -> None:
+    """Refuse search settings that cannot work (ValueError names the value)."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
@@ -269,7 +270,7 @@ def beam_search(
     Shapes:
         src (B, S)
     """
-    _check(beam_size, nbest, length_penalty, min_len)
+    check_settings(beam_size, nbest, length_penalty, min_len)
     if src.size(0) == 0:
         return []
     B, device = src.size(0), src.device

@@ -82,6 +82,12 @@ class Ensemble:
             logits, member_cache = member.decode_step(tgt, memory, member_cache)  # (B, Tnew, V)
             lprobs.append(torch.log_softmax(logits.float(), dim=-1))
             new_caches.append(member_cache)
+        sizes = [lp.size(-1) for lp in lprobs]
+        if len(set(sizes)) > 1:
+            raise ValueError(
+                f"ensemble members have vocabularies of {sizes} tokens: they must share one BPE "
+                "model"
+            )
         stacked = torch.stack(lprobs)  # (M, B, Tnew, V)
         mean = torch.logsumexp(stacked, dim=0) - math.log(len(self.members))  # (B, Tnew, V)
         return mean, EnsembleState(new_caches)

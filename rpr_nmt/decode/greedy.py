@@ -51,11 +51,13 @@ def greedy_search(
         Per sentence, a one-element list with its hypothesis.
 
     Raises:
+        ValueError: a negative min_len or a NaN length_penalty (as beam_search refuses them).
         PositionLimitError: a source longer than a learned encoder table (index: its row).
 
     Shapes:
         src (B, S)
     """
+    beam.check_settings(1, 1, length_penalty, min_len)
     B, device = src.size(0), src.device
     if B == 0:
         return []

@@ -272,3 +272,11 @@ def test_beam_one_with_length_penalty_may_outlive_greedy():
         ([A], round(math.log(0.3) / lp(2, 1.0), 5))
     ]
     assert beam_search(ScriptedModel(scripted), src, beam_size=1, **kw)[0][0].tokens == [A, C, C]
+
+
+@pytest.mark.parametrize("search", [beam_search, greedy_search])
+@pytest.mark.parametrize("bad", [dict(length_penalty=float("nan")), dict(min_len=-1)])
+def test_both_searches_refuse_a_nan_length_penalty_or_negative_min_len(search, bad):
+    model = ScriptedModel(scripted)
+    with pytest.raises(ValueError, match="length_penalty|min_len"):
+        search(model, torch.tensor([[4, EOS]]), **bad, **SPECIAL)

@@ -160,3 +160,12 @@ def test_a_bf16_ensemble_is_the_ensemble_of_bf16_members():
     ensemble = decoding_model(Ensemble([model]), "bf16")
     assert all(p.dtype == torch.bfloat16 for p in ensemble.parameters())
     same(decode(ensemble, src, 3), decode(decoding_model(model, "bf16"), src, 3))
+
+
+def test_members_with_different_vocabularies_are_refused_in_one_line():
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
+    small = build_model(cfg, vocab_size=12, pad_id=PAD).eval()
+    large = build_model(cfg, vocab_size=16, pad_id=PAD).eval()
+    with pytest.raises(ValueError, match=r"vocabularies of \[12, 16\] tokens"):
+        beam_search(Ensemble([small, large]), torch.tensor([[4, 5, EOS]]), **SPECIAL)
