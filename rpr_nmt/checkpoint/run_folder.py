@@ -206,7 +206,8 @@ def average_checkpoints(
                 f"{p} and {paths[0]} have different BPE models, so the same row of their "
                 "embeddings stands for different pieces: average checkpoints of one run"
             )
-    for note in filter(None, (other_run(paths, states), partial_ema(paths, states))):
+    notes = (other_run(paths, states), partial_ema(paths, states), counted_twice(paths, states))
+    for note in filter(None, notes):
         (warn or log.warning)(note)
     averaged = {}
     for name, tensor in reference.items():
@@ -273,6 +274,25 @@ def partial_ema(paths: Sequence[str | Path], states: Sequence[TrainingState]) ->
         f"of the {len(paths)} checkpoints do: their weight averages are left out, and the result "
         "is the average of the trained weights alone"
     )
+
+
+def counted_twice(paths: Sequence[str | Path], states: Sequence[TrainingState]) -> str | None:
+    """One line when an average is given beside a checkpoint it is already the mean of: that
+    checkpoint then weighs more than the others; None otherwise."""
+    given = {Path(p).resolve(): str(p) for p in paths}
+    for path, state in zip(paths, states):
+        inside = [given[q] for q in map(_resolved, state.averaged_from or []) if q in given]
+        if inside:
+            return (
+                f"{path} is already the mean of {len(state.averaged_from)} checkpoints, "
+                f"{', '.join(inside)} among them, which are also given: they count twice; name "
+                "either the average or its checkpoints"
+            )
+    return None
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).resolve()
 
 
 def parameter_difference(first: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> str:

@@ -269,3 +269,20 @@ def test_models_of_other_shapes_are_refused_naming_the_parameter(tmp_path, capsy
         f"rpr-nmt-average: error: {b} holds another model than {a} (w: shape [2] vs [3]): cannot "
         "average\n"
     )
+
+
+def test_an_average_given_beside_its_own_checkpoints_is_said(tmp_path, capsys):
+    # Probe J: averaged.pt with the step files it came from counted them twice, without a word.
+    run = small_run(tmp_path / "run", [1, 2, 3])
+    steps = sorted((run / "checkpoints").glob("step_*.pt"))
+    avg = tmp_path / "avg.pt"
+    assert main([*map(str, steps[-2:]), "-o", str(avg)]) == 0
+    capsys.readouterr()
+    assert main([str(avg), str(steps[-1]), "-o", str(tmp_path / "again.pt")]) == 0
+    assert capsys.readouterr().err == (
+        f"rpr-nmt-average: warning: {avg} is already the mean of 2 checkpoints, {steps[-1]} "
+        "among them, which are also given: they count twice; name either the average or its "
+        "checkpoints\n"
+    )
+    assert main([str(avg), str(steps[0]), "-o", str(tmp_path / "fine.pt")]) == 0
+    assert capsys.readouterr().err == ""
