@@ -281,7 +281,8 @@ def counted_twice(paths: Sequence[str | Path], states: Sequence[TrainingState]) 
     checkpoint then weighs more than the others; None otherwise."""
     given = {Path(p).resolve(): str(p) for p in paths}
     for path, state in zip(paths, states):
-        inside = [given[q] for q in map(_resolved, state.averaged_from or []) if q in given]
+        resolved = (Path(q).resolve() for q in state.averaged_from or [])
+        inside = [given[q] for q in resolved if q in given]
         if inside:
             return (
                 f"{path} is already the mean of {len(state.averaged_from)} checkpoints, "
@@ -289,10 +290,6 @@ def counted_twice(paths: Sequence[str | Path], states: Sequence[TrainingState]) 
                 "either the average or its checkpoints"
             )
     return None
-
-
-def _resolved(path: str) -> Path:
-    return Path(path).resolve()
 
 
 def parameter_difference(first: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> str:

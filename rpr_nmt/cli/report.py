@@ -33,6 +33,7 @@ from rpr_nmt.report.lengths import (
     LENGTH_PLOT_FILE,
     LENGTH_REPORT_FILE,
     check_bounds,
+    check_splits,
 )
 from rpr_nmt.report.retrained import write_retraining_report
 from rpr_nmt.report.runs import CorpusText
@@ -63,13 +64,13 @@ def _int_list(text: str) -> list[int]:
 
 def _split_list(text: str) -> list[str]:
     """'val,test_2016_flickr' -> ['val', 'test_2016_flickr'], each once, else an argparse error."""
-    splits = [s for s in text.split(",") if s]
-    if not splits or len(set(splits)) < len(splits):
+    try:
+        return check_splits([s for s in text.split(",") if s])
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected distinct splits like val,test_2016_flickr, got {text!r} (a split given "
             "twice would count its sentences twice)"
-        )
-    return splits
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:

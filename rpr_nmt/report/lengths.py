@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rpr_nmt.buckets import DEFAULT_BOUNDS, bucket_labels, bucket_of
 from rpr_nmt.report import placement
@@ -283,6 +284,22 @@ def check_bounds(bounds: Sequence[int]) -> list[int]:
     return values
 
 
+def check_splits(splits: Any) -> list[str]:
+    """Split names, each once: a split given twice would count its sentences twice.
+
+    Raises:
+        ValueError: names the splits.
+    """
+    if (
+        not isinstance(splits, list)
+        or not splits
+        or not all(isinstance(x, str) for x in splits)
+        or len(set(splits)) < len(splits)
+    ):
+        raise ValueError(f"splits {splits!r} are not a list of distinct split names")
+    return splits
+
+
 def length_options(
     sweep_dir: str | Path, bounds: Sequence[int] | None, splits: Sequence[str] | None
 ) -> tuple[list[int], list[str] | None]:
@@ -308,16 +325,11 @@ def length_options(
         except (TypeError, ValueError) as e:
             raise ValueError(f"{path}: {e}; delete it and give --bounds/--splits") from None
     chosen_splits = list(splits) if splits else saved.get("splits")
-    if chosen_splits is not None and (
-        not isinstance(chosen_splits, list)
-        or not chosen_splits
-        or not all(isinstance(x, str) for x in chosen_splits)
-        or len(set(chosen_splits)) < len(chosen_splits)
-    ):
-        raise ValueError(
-            f"{path}: splits {chosen_splits!r} are not a list of distinct split names; delete it "
-            "and give --bounds/--splits"
-        )
+    if chosen_splits is not None:
+        try:
+            check_splits(chosen_splits)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}; delete it and give --bounds/--splits") from None
     return chosen_bounds, chosen_splits
 
 

@@ -214,8 +214,7 @@ def unscored_lines(pairings: Sequence[Pairing]) -> list[str]:
     lines = []
     for p in pairings:
         for name, row in (("published", p.published), ("retrained", p.retrained)):
-            scored = row.scored_runs()
-            left = [r.path.name for r in row.runs if r not in scored]
+            left = [r.path.name for r in row.unscored_runs()]
             if left:
                 lines.append(
                     f"- {p.label}, {name}: {len(left)} run(s) without a test score in "

@@ -44,6 +44,11 @@ class Row:
         found = [(r, r.summary.get(key)) for r in self.runs]
         return [r for r, v in found if isinstance(v, (int, float)) and math.isfinite(v)]
 
+    def unscored_runs(self, key: str = "test_bleu") -> list[Run]:
+        """The other runs: left out of the row's `key` figures and of its paired tests."""
+        scored = self.scored_runs(key)
+        return [r for r in self.runs if r not in scored]
+
     def stats(self, key: str) -> SeedStats | None:
         """Mean, standard deviation and 95% t-interval of `key` over the seeds."""
         return seed_stats(self.values(key))

@@ -286,8 +286,7 @@ def _unscored_lines(rows: Sequence[Row], sweep_dir: Path) -> list[str]:
     its mean, spread, Δ and paired tests alike (compare_rows)."""
     lines = []
     for row in rows:
-        scored = row.scored_runs()
-        left = [str(r.path.relative_to(sweep_dir)) for r in row.runs if r not in scored]
+        left = [str(r.path.relative_to(sweep_dir)) for r in row.unscored_runs()]
         if left:
             lines.append(
                 f"{row.label}: {len(left)} run(s) without a test score in train_summary.json, "
