@@ -97,17 +97,37 @@ class RefuseBusyRunFolder(Callback):
 
 def describe_os_error(error: OSError, settings: dict[str, str]) -> str:
     """One line for a file the trainer could not write or read: the path, the reason, which
-    setting names the folder (`settings`: setting -> folder, e.g. data.cache_dir -> its value)."""
-    path = Path(error.filename)
+    setting names the folder (`settings`: setting -> folder, e.g. data.cache_dir -> its value).
+    A folder removed while the command ran (TensorBoard's writer then names its file in bytes) is
+    named as gone."""
+    path = Path(os.fsdecode(error.filename))
+    folders = {name: Path(folder).expanduser() for name, folder in settings.items()}
+    where = next((name for name, folder in folders.items() if _inside(path, folder)), None)
+    gone = _vanished_folder(path) if error.errno == errno.ENOENT else None
+    if gone is not None:
+        named = f" ({where})" if where else ""
+        return (
+            f"cannot use {path}: the folder {gone}{named} no longer exists: was it removed "
+            "while the command ran?"
+        )
     if error.errno in (errno.ENOTDIR, errno.EEXIST):  # a file on the way, or where a folder goes
         reason = folder_problem(path)
     else:  # e.g. EROFS, EACCES: the folder the file is in
         reason = folder_problem(path.parent)
     reason = reason or error.strerror or type(error).__name__
-    folders = {name: Path(folder).expanduser() for name, folder in settings.items()}
-    where = next((name for name, folder in folders.items() if _inside(path, folder)), None)
     hint = f": give another {where}" if where else ""
     return f"cannot use {path}: {reason}{hint}"
+
+
+def _vanished_folder(path: Path) -> Path | None:
+    """The outermost missing folder above `path` (under one that exists); None when the folder
+    `path` is in exists (a missing file, not a missing folder)."""
+    folder = path.absolute().parent
+    if folder.exists():
+        return None
+    while not folder.parent.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
 
 
 def _inside(path: Path, folder: Path) -> bool:

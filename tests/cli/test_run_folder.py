@@ -4,6 +4,8 @@ collapse into one folder, folder names, and the refusals that come before Hydra 
 from __future__ import annotations
 
 import errno
+import os
+import shutil
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -212,3 +214,26 @@ def test_the_record_holds_the_hosts_choices_as_it_chose_them():
     as_hydra = OmegaConf.to_container(config, resolve=False)
     del as_hydra["train"]["max_tokens"], as_hydra["train"]["warmup_steps"]
     assert raw == as_hydra  # nothing else changed
+
+
+def test_a_folder_removed_under_a_running_command_is_named_in_one_line(tmp_path):
+    # TensorBoard's writer names its event file in bytes when the run folder has been removed
+    # under it: Path(bytes) had raised a TypeError, a traceback instead of the line.
+    run = tmp_path / "run"
+    (run / "tb").mkdir(parents=True)
+    shutil.rmtree(run)
+    with pytest.raises(FileNotFoundError) as raised:
+        os.open(os.fsencode(run / "tb" / "events.out"), os.O_WRONLY | os.O_CREAT)
+    assert isinstance(raised.value.filename, bytes)
+    line = describe_os_error(raised.value, {"hydra.run.dir": str(run)})
+    assert line == (
+        f"cannot use {run / 'tb' / 'events.out'}: the folder {run} (hydra.run.dir) no longer "
+        "exists: was it removed while the command ran?"
+    )
+
+
+def test_a_missing_file_in_a_folder_that_exists_is_not_called_a_removed_folder(tmp_path):
+    error = FileNotFoundError(errno.ENOENT, "No such file or directory", str(tmp_path / "x.pt"))
+    line = describe_os_error(error, {"-o": str(tmp_path)})
+    assert "no longer exists" not in line
+    assert line.startswith(f"cannot use {tmp_path / 'x.pt'}: ")
