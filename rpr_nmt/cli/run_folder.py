@@ -231,7 +231,10 @@ def write_run_record(task_cfg: DictConfig, run_dir: str | Path) -> RunRecord:
 
 def restore_run_record(record: RunRecord) -> None:
     """After a refusal: the record as it was before write_run_record, unless the refused session
-    saved a checkpoint (then its settings are what the run holds, and stay)."""
+    saved a checkpoint (then its settings are what the run holds, and stay), or the run folder
+    has been removed meanwhile (nothing to put back into)."""
+    if not record.folder.is_dir():
+        return
     if _last_checkpoint(record.folder.parent) != record.last_checkpoint:
         return
     for name, data in record.previous.items():

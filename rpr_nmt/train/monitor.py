@@ -15,6 +15,8 @@ import json
 import logging
 import math
 import resource
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,21 @@ def peak_memory_mb(device: torch.device) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux and BSD report KiB
+
+
+class QuietEventWriterErrors:
+    """threading.excepthook: TensorBoard's writer thread raises its OSError (a run folder removed
+    under the trainer) again in the trainer at the next scalar, where it becomes one line; the
+    thread's own traceback would read as a second crash. Every other error goes to `previous`."""
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], Any]) -> None:
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        writer_thread = type(args.thread).__name__ == "_AsyncWriterThread"
+        if writer_thread and isinstance(args.exc_value, OSError):
+            return
+        self.previous(args)
 
 
 def drop_metrics_after(path: Path, step: int) -> None:
@@ -98,6 +115,8 @@ class Monitor:
             return
         from torch.utils.tensorboard import SummaryWriter
 
+        if not isinstance(threading.excepthook, QuietEventWriterErrors):
+            threading.excepthook = QuietEventWriterErrors(threading.excepthook)
         self.writer = SummaryWriter(log_dir=str(run_dir / "tb"), purge_step=start_step + 1)
         drop_metrics_after(run_dir / "metrics.jsonl", start_step)  # as TensorBoard's purge_step
         self.metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115

@@ -237,3 +237,11 @@ def test_a_missing_file_in_a_folder_that_exists_is_not_called_a_removed_folder(t
     line = describe_os_error(error, {"-o": str(tmp_path)})
     assert "no longer exists" not in line
     assert line.startswith(f"cannot use {tmp_path / 'x.pt'}: ")
+
+
+def test_a_record_is_not_restored_into_a_removed_run_folder(tmp_path):
+    from rpr_nmt.cli.run_folder import RunRecord, restore_run_record
+
+    record = RunRecord(tmp_path / "run" / ".hydra", {"config.yaml": None}, None)
+    restore_run_record(record)  # the folder was removed while the command ran: nothing to do
+    assert not (tmp_path / "run").exists()

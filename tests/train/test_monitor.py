@@ -4,6 +4,11 @@ metrics.jsonl forgets what a resumed run redoes."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import threading
+
+import pytest
 
 from rpr_nmt.train.monitor import Monitor, drop_metrics_after
 
@@ -62,3 +67,29 @@ def test_metrics_after_the_resumed_step_are_dropped(tmp_path):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
     drop_metrics_after(tmp_path / "none.jsonl", 0)  # no file yet: nothing to do
     assert not (tmp_path / "none.jsonl").exists()
+
+
+def test_a_run_folder_removed_under_the_monitor_raises_in_the_trainer_alone(tmp_path):
+    # The event writer's thread fails when the folder is gone; its OSError comes back in the
+    # trainer (which reports it in one line), and the thread's own report is left out.
+    seen = []
+    hook = threading.excepthook
+    threading.excepthook = seen.append
+    run = tmp_path / "run"
+    run.mkdir()
+    try:
+        monitor = Monitor(run, enabled=True, start_step=0, max_steps=10)
+        shutil.rmtree(run)
+        with pytest.raises(OSError) as raised:
+            for step in range(1, 200):
+                monitor.writer.add_scalar("train/loss", 1.0, step)
+                monitor.writer.flush()
+        assert os.fsdecode(raised.value.filename).startswith(str(run))
+        assert seen == []
+        other = threading.Thread(target=lambda: 1 / 0)  # any other thread's error as before
+        other.start()
+        other.join()
+        assert [type(args.exc_value) for args in seen] == [ZeroDivisionError]
+        monitor.bar.close()
+    finally:
+        threading.excepthook = hook
