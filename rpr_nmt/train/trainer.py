@@ -6,7 +6,8 @@
     at the end:   validation, checkpoint, averaging, evaluation (valid, test), train_summary.json
 
 The trainer takes the composed job config as its dataclass (rpr_nmt.config.TrainJobConfig); it
-never imports Hydra. What it saves is a rpr_nmt.checkpoint.TrainingState.
+never imports Hydra. Its bookkeeping (state, resume, checkpoints, train_summary.json) is its base
+class's, rpr_nmt.train.session.TrainingSession; what it saves is a rpr_nmt.checkpoint.TrainingState.
 """
 
 from __future__ import annotations
@@ -14,48 +15,35 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
-from copy import deepcopy
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from rpr_nmt.checkpoint import (
-    BestSoFar,
-    CheckpointError,
-    TrainingState,
-    load_checkpoint,
-    run_folder_lock,
-    write_step_checkpoint,
-)
-from rpr_nmt.config import TrainConfig, TrainJobConfig
+from rpr_nmt.checkpoint import CheckpointError, run_folder_lock
+from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data.cache import remove_stale_temporaries
-from rpr_nmt.train import rng
 from rpr_nmt.train.compiler import check_compiler
 from rpr_nmt.train.distributed import DistributedContext, init_distributed
 from rpr_nmt.train.ema import WeightAverage, evaluation_weights
 from rpr_nmt.train.errors import DivergenceError, SettingsError
-from rpr_nmt.train.monitor import Monitor, TrainWindow, peak_memory_mb, write_summary
-from rpr_nmt.train.provenance import code_record, read_sessions, record_session
+from rpr_nmt.train.monitor import Monitor, TrainWindow
+from rpr_nmt.train.provenance import record_session
 from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
+from rpr_nmt.train.session import TrainingSession
 from rpr_nmt.train.setup import (
     build_optimizer,
     check_job_settings,
-    check_resumed_arithmetic,
     decode_settings,
     load_training_data,
-    resumed_precision,
     seed_everything,
-    training_arithmetic,
     training_precision,
     wrap_model,
 )
-from rpr_nmt.train.signals import Clock, StopRequest, StopSignals
-from rpr_nmt.train.step import NonFiniteGuard, autocast_factory, train_step
+from rpr_nmt.train.signals import StopRequest, StopSignals
+from rpr_nmt.train.step import NonFiniteGuard, train_step
 from rpr_nmt.train.validation import final_evaluation, validation_figures
 
 log = logging.getLogger("rpr_nmt.train")
@@ -77,38 +65,11 @@ def train(
     return Trainer(config, run_dir, stop_file=stop_file).run()
 
 
-class Trainer:
-    """One training run. See the module docstring for the loop.
-
-    Args:
-        config: the composed job config (data, model, train, decode).
-        run_dir: the run directory; checkpoints/last.pt there is resumed from.
-        clock: wall time in seconds, for train.max_time_minutes and speed (tests pass their own).
-        stop: a stop request to obey instead of SIGINT / SIGTERM (tests pass their own).
-        stop_file: with the signals, a file whose existence asks to stop (see train).
+class Trainer(TrainingSession):
+    """One training run. See the module docstring for the loop; the session's state, resume,
+    checkpoints and summary are TrainingSession's (rpr_nmt.train.session), and so are its
+    arguments.
     """
-
-    def __init__(
-        self,
-        config: TrainJobConfig,
-        run_dir: str | Path,
-        *,
-        clock: Clock = time.perf_counter,
-        stop: StopRequest | None = None,
-        stop_file: Path | None = None,
-    ) -> None:
-        self.config = deepcopy(config)
-        self.cfg = self.config.train
-        self.run_dir = Path(run_dir)
-        self.checkpoint_dir = self.run_dir / "checkpoints"
-        self.clock, self.stop_request, self.stop_file = clock, stop, stop_file
-        self.step = 0
-        self.best = BestSoFar()
-        self.best_pending = False  # a new best awaits the next checkpoint
-        self.last_train_loss: float | None = None
-        self.stopped_by = "max_steps"
-        self.validated_at: int | None = None
-        self.saved_at: int | None = None
 
     def run(self) -> dict[str, Any]:
         """Set up, train, finish; always release the process group, signal handlers and files."""
@@ -188,48 +149,6 @@ class Trainer:
         ctx.share_main_outcome(None if failure is None else f"SettingsError: {failure}")
         if failure is not None:
             raise failure
-
-    def _resume(self) -> None:
-        """Continue from checkpoints/last.pt when the run directory has one."""
-        path = self.checkpoint_dir / "last.pt"
-        if not path.is_file():
-            self._set_precision()
-            return
-        state = load_checkpoint(path)
-        state.check_resumable(self.config, self.tokenizer.sha256, path)
-        self.cfg.precision = resumed_precision(
-            self.requested_precision, self.cfg.precision, state.config.train.precision,
-            self.ctx.device, log,
-        )  # fmt: skip
-        check_resumed_arithmetic(state.config.train, self.cfg.precision, self.cfg.arithmetic, path)
-        if (before := state.config.train.precision) != self.cfg.precision:  # sessions.jsonl too
-            log.warning("this run trained in %s and continues in %s from update %d", before,
-                        self.cfg.precision, state.step)  # fmt: skip
-        self._set_precision()
-        self.model.load_state_dict(state.model)
-        self.optimizer.load_state_dict(state.optimizer)
-        if self.scaler is not None and state.scaler:
-            self.scaler.load_state_dict(state.scaler)
-        self.train_iterator.load_state_dict(_data_state(state.data_state, state.rng_per_rank))
-        rng.restore_rng(state.rng_per_rank, self.ctx)
-        if self.ema is not None and state.ema is not None:
-            self.ema.load_state_dict(state.ema)
-        _warn_resumed_schedule(state.config.train, self.cfg, self.schedule, state.step)
-        _warn_resumed_average(state.config.train.ema_decay, self.cfg.ema_decay, state.ema)
-        self.step = self.saved_at = state.step
-        self.best = _resumed_best(state.best, state.config.train, self.cfg)
-        self.last_train_loss = state.progress.train_loss
-        self.time.earlier = state.progress
-        log.info(
-            "resumed from %s at update %d (%.1f min of earlier sessions)",
-            path, self.step, self.time.earlier.run_seconds / 60,
-        )  # fmt: skip
-
-    def _set_precision(self) -> None:
-        """Autocast, fp16's grad scaler and the arithmetic (1 in fp32) this session trains in."""
-        self.cfg.arithmetic = training_arithmetic(self.cfg.arithmetic, self.cfg.precision)
-        self.autocast = autocast_factory(self.cfg.precision, self.ctx.device, self.cfg.arithmetic)
-        self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None
 
     # ------------------------------------------------------------------------------------- loop
     def _train(self) -> None:
@@ -344,33 +263,6 @@ class Trainer:
         if self.best.update(figures, self.cfg.best_metric, self.step):
             self.best_pending = True
 
-    def _save(self) -> None:
-        """Write step_XXXXXXX.pt (rank 0), point last.pt (and best.pt) at it, prune old ones."""
-        rng_per_rank = rng.gather_rng(self.ctx)
-        if self.ctx.is_main:
-            state = TrainingState(
-                config=self.config,
-                model=self.model.state_dict(),
-                bpe_model=self.tokenizer.proto,
-                bpe_sha256=self.tokenizer.sha256,
-                step=self.step,
-                optimizer=self.optimizer.state_dict(),
-                scheduler=self.schedule.state_dict(),
-                scaler=self.scaler.state_dict() if self.scaler is not None else None,
-                data_state=self.train_iterator.state_dict(),
-                rng_per_rank=rng_per_rank,
-                best=replace(self.best),
-                progress=self.time.totals(self.last_train_loss),
-                ema=self.ema.state_dict() if self.ema is not None else None,
-            )
-            keep = max(self.cfg.keep_last, self.cfg.average_last)
-            write_step_checkpoint(
-                state, self.checkpoint_dir, keep_last=keep, is_best=self.best_pending
-            )
-        self.best_pending = False
-        self.saved_at = self.step
-        self.ctx.barrier()
-
     # ----------------------------------------------------------------------------------- finish
     def _finish(self) -> dict[str, Any]:
         """Validate and save at the end, average, evaluate, write train_summary.json."""
@@ -399,100 +291,6 @@ class Trainer:
             self.model, self.ema, self.tokenizer, self.config, self.run_dir,
             self.ctx.device, step=self.step, trained=self.session_steps > 0,
         )  # fmt: skip
-
-    def _write_summary(self, extra: dict[str, Any]) -> dict[str, Any]:
-        best_path = self.checkpoint_dir / "best.pt"
-        totals = self.time.totals(self.last_train_loss)  # earlier sessions count too
-        summary = {
-            "steps": self.step,
-            "final_train_loss": self.last_train_loss,
-            "best_valid_loss": self.best.valid_loss,
-            "best_valid_bleu": self.best.valid_bleu,
-            "best_step": self.best.step,
-            "train_tokens_per_sec": totals.train_tokens / max(totals.train_seconds, 1e-9),
-            "train_tokens": totals.train_tokens,
-            "train_seconds": totals.train_seconds,
-            "wall_seconds": totals.run_seconds,
-            "session_wall_seconds": self.time.session_seconds(),
-            "peak_memory_mb": peak_memory_mb(self.ctx.device),
-            "last_checkpoint": str(self.checkpoint_dir / "last.pt"),
-            "best_checkpoint": str(best_path) if best_path.exists() else None,
-            "stopped_by": self.stopped_by,
-            "skipped_updates": totals.skipped_updates,
-            "session_steps": self.session_steps,
-            "n_parameters": self.n_parameters,
-            "device": str(self.ctx.device),
-            "world_size": self.ctx.world_size,
-            "process_group": self.ctx.backend,
-            "precision": self.cfg.precision,
-            "code": code_record(self.cfg.arithmetic),
-            "sessions": read_sessions(self.run_dir),
-            **extra,
-        }
-        if self.ctx.is_main:
-            write_summary(self.run_dir / "train_summary.json", summary)
-            log.info("summary: %s", {k: summary[k] for k in list(summary)[:8]})
-        return summary
-
-
-def _resumed_best(best: BestSoFar, before: TrainConfig, now: TrainConfig) -> BestSoFar:
-    """The best figures a resumed run compares its validations with: none measured otherwise (by
-    another train.best_metric, or validation losses under another train.label_smoothing)."""
-    for key in ("best_metric", "label_smoothing"):
-        was, is_now = getattr(before, key), getattr(now, key)
-        if was == is_now:
-            continue
-        log.warning("train.%s was %s and is now %s: best.pt is chosen afresh from the next "
-                    "validation", key, was, is_now)  # fmt: skip
-        if key == "label_smoothing":
-            best = replace(best, valid_loss=None)
-        if key == "best_metric" or now.best_metric == "loss":
-            best = replace(best, metric_value=None, step=None)
-    return best
-
-
-def _warn_resumed_schedule(
-    before: TrainConfig, now: TrainConfig, schedule: Schedule, step: int
-) -> None:
-    """One warning per learning-rate setting a resumed run changes, with the rate of its next
-    update before and now (a raised max_steps counts only under a cool-down, which it moves)."""
-    keys = ["schedule", "lr", "warmup_steps", "cooldown"]
-    if max(before.cooldown, now.cooldown) > 0:
-        keys.append("max_steps")
-    changed = [k for k in keys if getattr(before, k) != getattr(now, k)]
-    if not changed or step >= now.max_steps:  # nothing to train
-        return
-    d_model = schedule.settings["d_model"]
-    old = Schedule(schedule=before.schedule, lr=before.lr, warmup_steps=before.warmup_steps,
-                   d_model=d_model)  # fmt: skip
-    was = old(step + 1) * cooldown_factor((step + 1) / before.max_steps, before.cooldown)
-    is_now = schedule(step + 1) * cooldown_factor((step + 1) / now.max_steps, now.cooldown)
-    for key in changed:
-        log.warning("train.%s was %s and is now %s: the learning rate of update %d is %.3g "
-                    "(%.3g before)", key, getattr(before, key), getattr(now, key), step + 1,
-                    is_now, was)  # fmt: skip
-
-
-def _warn_resumed_average(before: float, now: float, saved: dict[str, Any] | None) -> None:
-    """A warning when a resumed run changes train.ema_decay: the weight average starts, goes on
-    with the new decay, or is dropped."""
-    if before == now and (now == 0 or saved is not None):
-        return
-    if now == 0:
-        what = "the weight average is dropped: validation and evaluation use the trained weights"
-    elif saved is None:
-        what = "the weight average starts now, from these weights"
-    else:
-        what = "the weight average goes on with the new decay"
-    log.warning("train.ema_decay was %s and is now %s: %s", before, now, what)
-
-
-def _data_state(data_state: dict[str, Any], rng_per_rank: list[Any]) -> dict[str, Any]:
-    """The iterator state with its world size: checkpoints from before the iterator recorded it
-    still hold one random state per rank, which says how many processes counted its position."""
-    if "world_size" in data_state or not rng_per_rank:
-        return data_state
-    return {**data_state, "world_size": len(rng_per_rank)}
 
 
 __all__ = ["CheckpointError", "DivergenceError", "SettingsError", "StopRequest", "Trainer", "train"]
