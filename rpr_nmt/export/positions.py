@@ -54,7 +54,7 @@ from rpr_nmt.decode.constraints import PositionLimits, position_limits
 from rpr_nmt.model import Transformer
 from rpr_nmt.model.embeddings import sinusoidal_encoding
 from rpr_nmt.model.positions.setting import INT32_MAX
-from rpr_nmt.model.transformer import Decoder, Encoder
+from rpr_nmt.model.stacks import Decoder, Encoder
 
 __all__ = [
     "exported_table",

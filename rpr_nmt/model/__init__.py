@@ -20,7 +20,8 @@ from rpr_nmt.model.attention import relative_attention, relative_position_index
 from rpr_nmt.model.cache import DecoderCache, KeyValueCache
 from rpr_nmt.model.device import resolve_device
 from rpr_nmt.model.multihead import RelativeMultiheadAttention, RelativePositions
-from rpr_nmt.model.transformer import EncoderOutput, Transformer, build_model
+from rpr_nmt.model.stacks import EncoderOutput
+from rpr_nmt.model.transformer import Transformer, build_model
 
 __all__ = [
     "DecoderCache",

@@ -217,7 +217,8 @@ def test_shaw_pair_rows_are_built_once_per_stack_and_shared_by_its_layers(monkey
     """Each stack builds r_ij once per forward (once per step in cached decoding) for all its
     layers, and no attention builds its own; the logits and gradients are exactly those of every
     attention building its own."""
-    from rpr_nmt.model import attention, transformer
+    from rpr_nmt.model import attention
+    from rpr_nmt.model import stacks as transformer
 
     real, built = attention.shaw_pairs, []
 
