@@ -6,8 +6,9 @@ data.max_train_source_tokens; src_lengths_<split>.txt in a collected run), and e
 with sacrebleu. A setting's cell is the mean over its seeds, with the standard deviation and a 95%
 t-interval when it has several (rpr_nmt.report.stats). write_length_report puts the table and a
 plot beside the sweep's report.md; when the runs trained on capped sources, it adds every setting's
-BLEU on the test sentences past the cap, tested pair by pair against the sinusoid, and judges the
-claims on unseen lengths, each against the baseline it names (rpr_nmt.report.claims).
+BLEU on the test sentences past the cap, tested pair by pair against the sinusoid
+(rpr_nmt.report.unseen_lengths), and judges the claims on unseen lengths, each against the
+baseline it names (rpr_nmt.report.claims).
 """
 
 from __future__ import annotations
@@ -25,16 +26,14 @@ from rpr_nmt.report.claims import PAST_CAP_CLAIMS, is_sinusoid
 from rpr_nmt.report.plots import pyplot, spread_points
 from rpr_nmt.report.rows import mixed_recipe_note, recipe_keys
 from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses, source_lengths
-from rpr_nmt.report.significance import (
-    DEFAULT_SAMPLES,
-    TESTS,
-    Comparison,
-    SeedOutput,
-    compare_seedwise,
-    report_bleu,
-)
+from rpr_nmt.report.significance import TESTS, report_bleu
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
+from rpr_nmt.report.unseen_lengths import (
+    compare_unseen_lengths,
+    unseen_length_section,
+    unseen_outputs,
+)
 from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
 
 # Bucket lower bounds in BPE tokens; a bucket runs up to the next bound - 1, the last one open.
@@ -200,71 +199,6 @@ def plot_by_length(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
-    """Each run's test hypotheses and references on the sentences whose source is longer than
-    `cap` BPE tokens (lengths no training pair had), as (seed, hyps, refs, target language)."""
-    found = []
-    for run in row.runs:
-        refs = text.references(run, run.test_split)
-        hyps = read_hypotheses(run, run.test_split, len(refs))
-        unseen = [i for i, n in enumerate(source_lengths(run, run.test_split, text)) if n > cap]
-        lang = str(run.config.get("data", {}).get("tgt_lang", ""))
-        found.append((run.seed, [hyps[i] for i in unseen], [refs[i] for i in unseen], lang))
-    return found
-
-
-def compare_unseen_lengths(
-    outputs: dict[str, list[SeedOutput]], baseline: str, *, test: str = "bs", n_samples: int = 0
-) -> tuple[dict[str, Comparison], int]:
-    """sacrebleu's paired test of every other setting against `baseline`, seed by seed, on the
-    test sentences past the cap (`outputs`: each setting's unseen_outputs).
-
-    Returns:
-        The comparisons by setting, and the number of such sentences (in the baseline's first run).
-    """
-    base = outputs[baseline]
-    others = {setting: found for setting, found in outputs.items() if setting != baseline}
-    compared = compare_seedwise(base, others, test=test, n_samples=n_samples)
-    return compared, len(base[0][2]) if base else 0
-
-
-def unseen_length_section(
-    rows: Sequence[Row],
-    bleu: dict[str, list[float]],
-    baseline: Row,
-    compared: tuple[dict[str, Comparison], int],
-    cap: int,
-    *,
-    test: str = "bs",
-    n_samples: int = 0,
-) -> str:
-    """'## Past the training lengths': every setting's test BLEU on the sentences longer than
-    `cap` BPE tokens (`bleu`: each setting's, one per seed, by setting) over seeds, with the mean
-    difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
-    compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
-    compared, n = compared
-    samples = n_samples or DEFAULT_SAMPLES[test]
-    lines = [
-        f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
-        f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
-        f"minus the baseline ({baseline.label}), mean over seed pairs; p: sacrebleu's "
-        f"{TESTS[test]} ({samples} samples) per seed pair, in seed order.\n",
-        f"| setting | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
-        "|---|---|---|---|---|",
-    ]
-    for row in rows:
-        seeds = bleu[row.setting]
-        cells = [row.label, str(len(seeds)), format_stats(seed_stats(seeds))]
-        comparison = compared.get(row.setting)
-        if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
-            cells += ["(baseline)" if row is baseline else "-", ""]
-        else:
-            cells.append(f"{statistics.fmean(comparison.deltas['BLEU']):+.1f}")
-            cells.append(" / ".join(f"{p:.3f}" for p in comparison.p_values["BLEU"]))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def check_bounds(bounds: Sequence[int]) -> list[int]:

@@ -1,0 +1,86 @@
+"""BLEU past the training cap: each setting on the test sentences whose source is longer than any
+training source (data.max_train_source_tokens), over seeds, tested pair by pair against a baseline
+with sacrebleu's paired tests (rpr_nmt.report.significance). The length report
+(rpr_nmt.report.lengths) adds the section, the placement table and the claims on unseen lengths.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from rpr_nmt.report.runs import CorpusText, read_hypotheses, source_lengths
+from rpr_nmt.report.significance import (
+    DEFAULT_SAMPLES,
+    TESTS,
+    Comparison,
+    SeedOutput,
+    compare_seedwise,
+)
+from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
+from rpr_nmt.report.sweep import Row
+
+
+def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
+    """Each run's test hypotheses and references on the sentences whose source is longer than
+    `cap` BPE tokens (lengths no training pair had), as (seed, hyps, refs, target language)."""
+    found = []
+    for run in row.runs:
+        refs = text.references(run, run.test_split)
+        hyps = read_hypotheses(run, run.test_split, len(refs))
+        unseen = [i for i, n in enumerate(source_lengths(run, run.test_split, text)) if n > cap]
+        lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+        found.append((run.seed, [hyps[i] for i in unseen], [refs[i] for i in unseen], lang))
+    return found
+
+
+def compare_unseen_lengths(
+    outputs: dict[str, list[SeedOutput]], baseline: str, *, test: str = "bs", n_samples: int = 0
+) -> tuple[dict[str, Comparison], int]:
+    """sacrebleu's paired test of every other setting against `baseline`, seed by seed, on the
+    test sentences past the cap (`outputs`: each setting's unseen_outputs).
+
+    Returns:
+        The comparisons by setting, and the number of such sentences (in the baseline's first run).
+    """
+    base = outputs[baseline]
+    others = {setting: found for setting, found in outputs.items() if setting != baseline}
+    compared = compare_seedwise(base, others, test=test, n_samples=n_samples)
+    return compared, len(base[0][2]) if base else 0
+
+
+def unseen_length_section(
+    rows: Sequence[Row],
+    bleu: dict[str, list[float]],
+    baseline: Row,
+    compared: tuple[dict[str, Comparison], int],
+    cap: int,
+    *,
+    test: str = "bs",
+    n_samples: int = 0,
+) -> str:
+    """'## Past the training lengths': every setting's test BLEU on the sentences longer than
+    `cap` BPE tokens (`bleu`: each setting's, one per seed, by setting) over seeds, with the mean
+    difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
+    compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
+    compared, n = compared
+    samples = n_samples or DEFAULT_SAMPLES[test]
+    lines = [
+        f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
+        f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
+        f"minus the baseline ({baseline.label}), mean over seed pairs; p: sacrebleu's "
+        f"{TESTS[test]} ({samples} samples) per seed pair, in seed order.\n",
+        f"| setting | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        seeds = bleu[row.setting]
+        cells = [row.label, str(len(seeds)), format_stats(seed_stats(seeds))]
+        comparison = compared.get(row.setting)
+        if row is baseline or comparison is None or not comparison.deltas.get("BLEU"):
+            cells += ["(baseline)" if row is baseline else "-", ""]
+        else:
+            cells.append(f"{statistics.fmean(comparison.deltas['BLEU']):+.1f}")
+            cells.append(" / ".join(f"{p:.3f}" for p in comparison.p_values["BLEU"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
