@@ -41,8 +41,12 @@ def host_chosen(value: object) -> bool:
 @dataclass
 class DataConfig:
     name: str = "local"  # corpus name, used in run folders and caches, e.g. multi30k_en_de
-    source: str = "local"  # "hub" (Hugging Face datasets) or "local" (files under root)
-    root: str = "data/local"  # folder of {split}.{lang}[.gz] files for source=local
+    # "hub" (Hugging Face datasets), "local" ({split}.{lang} files under root) or "files" (the
+    # file pairs under root that `files` names)
+    source: str = "local"
+    root: str = "data/local"  # folder of the corpus files for source=local and source=files
+    # source=files: split -> its [source file, target file] pairs under root, read in order
+    files: dict[str, list[list[str]]] = field(default_factory=dict)
     src_lang: str = "en"  # source language code, e.g. en
     tgt_lang: str = "de"  # target language code, e.g. de
     train_splits: list[str] = field(default_factory=lambda: ["train"])  # concatenated
@@ -61,6 +65,9 @@ class DataConfig:
     max_train_source_tokens: int | None = None  # length studies: shorter sources only; null = all
     max_length_ratio: float = 3.0  # drop pairs with longer/shorter side above this
     deduplicate: bool = False  # drop repeated (source, target) training pairs
+    # training pairs with a side equal to a sentence of valid_split or test_split: "keep" (not
+    # checked), "drop" (removed and counted) or "refuse" (a DataError naming the first)
+    held_out_overlap: str = "keep"
     cache_dir: str = "data/cache"  # BPE models, encoded corpora (YAML: $RPR_NMT_CACHE)
 
     def __post_init__(self) -> None:

@@ -1,7 +1,9 @@
-"""Cleaning the training split: empty lines, duplicates, over-long pairs and bad length ratios.
+"""Cleaning the training split: empty lines, held-out sentences, duplicates, over-long pairs and
+bad length ratios.
 
-Text filters (empty or whitespace-only sides, optional de-duplication) run before BPE training; the
-length filters count BPE tokens and run after encoding. Every filter reports how many pairs it
+Text filters (empty or whitespace-only sides, optionally a sentence of the valid or test split
+(rpr_nmt.data.held_out), optional de-duplication) run before BPE training; the length filters count
+BPE tokens and run after encoding. Every filter reports how many pairs it
 removed.
 """
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from rpr_nmt.data.dedup import SeenHashes, pair_hashes
 from rpr_nmt.data.errors import DataError
+from rpr_nmt.data.held_out import HeldOutSentences
 
 
 @dataclass
@@ -23,17 +26,21 @@ class CleaningReport:
 
     read: int = 0  # pairs in the raw training text
     empty: int = 0  # a side empty or whitespace only
+    overlap: int = 0  # a side equal to a valid or test sentence (held_out_overlap=drop)
     duplicates: int = 0  # repeats of an earlier (source, target) pair (deduplicate=true)
     too_long: int = 0  # a side over max_tokens_per_sentence BPE tokens
     source_too_long: int = 0  # source over max_train_source_tokens (length studies)
     bad_ratio: int = 0  # longer side over max_length_ratio x the shorter side (BPE tokens)
     kept: int = 0  # pairs left for training
 
-    def summary(self, max_tokens: int, max_ratio: float) -> str:
-        """One log line with every count."""
+    def summary(self, max_tokens: int, max_ratio: float, *, held_out: bool = False) -> str:
+        """One log line with every count; the overlap count with `held_out` (when it was checked)
+        or when pairs were dropped for it."""
+        shown = held_out or self.overlap > 0
+        overlap = f"{self.overlap} sharing a sentence with the valid or test split, " * shown
         return (
             f"{self.read} pairs read; removed {self.empty} with an empty or whitespace-only side, "
-            f"{self.duplicates} duplicates, {self.too_long} over {max_tokens} BPE tokens, "
+            f"{overlap}{self.duplicates} duplicates, {self.too_long} over {max_tokens} BPE tokens, "
             f"{self.source_too_long} over the source length cap, "
             f"{self.bad_ratio} over length ratio {max_ratio}; {self.kept} kept"
         )
@@ -64,7 +71,8 @@ class CleaningReport:
 
 
 class PairFilter:
-    """The text filters, chunk by chunk: empty or whitespace-only sides, then repeated pairs.
+    """The text filters, chunk by chunk: empty or whitespace-only sides, a side that is a held-out
+    sentence, then repeated pairs.
 
     Pairs are compared across all chunks seen so far through 8-byte hashes (rpr_nmt.data.dedup), so
     a corpus of any size is deduplicated in 8 bytes per unique pair, keeping first occurrences in
@@ -72,12 +80,20 @@ class PairFilter:
 
     Args:
         deduplicate: keep only the first occurrence of each (source, target) pair.
-        report: its read, empty and duplicates counts grow with every chunk.
+        report: its read, empty, overlap and duplicates counts grow with every chunk.
+        held_out: the valid and test sentences to drop (or refuse) pairs by; None = not checked.
     """
 
-    def __init__(self, *, deduplicate: bool, report: CleaningReport) -> None:
+    def __init__(
+        self,
+        *,
+        deduplicate: bool,
+        report: CleaningReport,
+        held_out: HeldOutSentences | None = None,
+    ) -> None:
         self.deduplicate = deduplicate
         self.report = report
+        self.held_out = held_out
         self.seen = SeenHashes()
 
     def keep(self, src: Sequence[str], tgt: Sequence[str]) -> list[bool]:
@@ -87,8 +103,14 @@ class PairFilter:
             bool(s) and bool(t) and not s.isspace() and not t.isspace() for s, t in zip(src, tgt)
         ]
         n_kept = sum(keep)
+        start = self.report.read
         self.report.read += len(keep)
         self.report.empty += len(keep) - n_kept
+        if self.held_out is not None and n_kept:
+            shared = self.held_out.overlapping(src, tgt, among=keep, start=start)
+            keep = [k and not o for k, o in zip(keep, shared)]
+            self.report.overlap += n_kept - sum(keep)
+            n_kept = sum(keep)
         if self.deduplicate and n_kept:
             index = [i for i, k in enumerate(keep) if k]
             first = self.seen.first_occurrences(

@@ -31,6 +31,8 @@ from rpr_nmt.data.cleaning import CleaningReport
 from rpr_nmt.data.corpus import CorpusWriter, EncodedCorpus
 from rpr_nmt.data.encode import LengthFilter, encode_corpus, encode_threads
 from rpr_nmt.data.errors import DataError
+from rpr_nmt.data.file_pairs import check_files_exist, training_pairs
+from rpr_nmt.data.held_out import check_mode, training_fingerprint
 from rpr_nmt.data.sources import CHUNK_PAIRS, TRAIN, iter_parallel_text, source_fingerprint
 from rpr_nmt.data.tokenizer import Tokenizer
 from rpr_nmt.data.train_text import TrainText, describe_train
@@ -66,7 +68,7 @@ def _encode_train(
     out = CleaningReport()
 
     def finish(writer: CorpusWriter) -> None:
-        out.add(text.report)  # read, empty and duplicates (kept is replaced below)
+        out.add(text.report)  # read, empty, overlap and duplicates (kept is replaced below)
         for name in ("too_long", "source_too_long", "bad_ratio", "kept"):
             setattr(out, name, getattr(lengths.report, name))
         out.check_nonempty(describe_train(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio)
@@ -104,6 +106,15 @@ def _encoded_folder(cfg: DataConfig, split: str, fp: str, tok: Tokenizer) -> Pat
     return Path(cfg.cache_dir) / "encoded" / f"{cfg.name}-{split}-v{key[:16]}"
 
 
+def _check_files(cfg: DataConfig, log: Log) -> None:
+    """source=files: refuse a named file that is not there, before anything is read or written;
+    log the training file pairs left out for differing in line count."""
+    check_files_exist(cfg)
+    for split in cfg.train_splits:
+        for left_out in training_pairs(cfg, split)[1]:
+            log(f"[data] {left_out.describe()}")
+
+
 def _tokens(corpus: EncodedCorpus) -> str:
     return f"{int(corpus.src.offsets[-1])} + {int(corpus.tgt.offsets[-1])} BPE tokens"
 
@@ -130,8 +141,10 @@ def prepare_data(
         memory-mapped from the cache.
 
     Raises:
-        DataError: missing, unreadable or misaligned input, or an empty training set after
-            filtering.
+        DataError: missing, unreadable or misaligned input (a training file pair of
+            source=files that differs in line count is left out instead), a training pair that
+            shares a sentence with a held-out split (held_out_overlap=refuse), or an empty training
+            set after filtering.
     """
     cfg = data_cfg
     cache = Path(cfg.cache_dir)
@@ -139,9 +152,12 @@ def prepare_data(
         raise DataError(
             f"data.cache_dir is unresolved ({cache}); resolve the config before prepare_data"
         )
+    check_mode(cfg)
+    if cfg.source == "files":
+        _check_files(cfg, log)
     _tidy(cache, log)
     start, threads = time.perf_counter(), encode_threads(cfg)
-    train_fp = source_fingerprint(cfg, TRAIN)
+    train_fp = training_fingerprint(cfg)  # source_fingerprint(cfg, TRAIN) unless held_out_overlap
     bpe_key = hash_key("bpe", train_fp, sorted(bpe_settings(cfg).items()))
     with TrainText(cfg, cache / "encoded", chunk_pairs) as text:
         sample = lambda: text.bpe_sentences(cfg.bpe_sample_sentences)  # noqa: E731
@@ -162,7 +178,9 @@ def prepare_data(
                 report = json.loads((folder / REPORT_FILE).read_text())
                 out.cleaning = CleaningReport(**report)
                 max_tokens, ratio = cfg.max_tokens_per_sentence, cfg.max_length_ratio
-                log(f"[data] train cleaning: {out.cleaning.summary(max_tokens, ratio)}")
+                held_out = cfg.held_out_overlap != "keep"
+                summary = out.cleaning.summary(max_tokens, ratio, held_out=held_out)
+                log(f"[data] train cleaning: {summary}")
             how = "cached" if reused else f"encoded in {time.perf_counter() - began:.1f} s"
             log(f"[data] {split}: {len(corpus)} pairs, {_tokens(corpus)} ({how}: {folder})")
             out.splits[split] = corpus

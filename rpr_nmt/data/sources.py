@@ -1,6 +1,7 @@
 """Raw parallel text: line-aligned local files or a Hugging Face `datasets` corpus, in chunks.
 
-Local corpora are `{root}/{split}.{lang}` or `{root}/{split}.{lang}.gz`, UTF-8, one segment per
+Local corpora are `{root}/{split}.{lang}` or `{root}/{split}.{lang}.gz` (source=local), or the file
+pairs data.files names under root (source=files, rpr_nmt.data.file_pairs), UTF-8, one segment per
 line (read a block at a time by rpr_nmt.data.textfile). Hub splits are read in the dataset's own
 batches and never turned into whole Python lists, so a split of any size passes through a bounded
 amount of memory.
@@ -16,6 +17,7 @@ from typing import Any
 
 from rpr_nmt.config import DataConfig
 from rpr_nmt.data.errors import DataError
+from rpr_nmt.data.file_pairs import FilePair, file_pairs, training_pairs
 from rpr_nmt.data.textfile import read_aligned, read_lines
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
 ]  # fmt: skip
 
 TRAIN = "train"  # split name meaning "the concatenation of data_cfg.train_splits"
+SOURCES = ("local", "hub", "files")  # the values of data.source
 CHUNK_PAIRS = 50_000  # pairs per chunk: ~10 MB of text, ~70 MB while sentencepiece's ids are lists
 Chunks = Iterator[tuple[list[str], list[str]]]
 
@@ -180,6 +183,16 @@ def _split_names(cfg: DataConfig, split: str) -> list[str]:
     return list(cfg.train_splits) if split == TRAIN else [split]
 
 
+def _local_pairs(cfg: DataConfig, name: str, *, train: bool) -> list[FilePair]:
+    """The file pairs of one split of a local corpus: {name}.{lang} under root (source=local),
+    or data.files' pairs (source=files), those of a training split without its misaligned ones."""
+    if cfg.source == "files":
+        return training_pairs(cfg, name)[0] if train else file_pairs(cfg, name)
+    src = local_path(cfg.root, name, cfg.src_lang, hub_dataset=cfg.hub_dataset)
+    tgt = local_path(cfg.root, name, cfg.tgt_lang, hub_dataset=cfg.hub_dataset)
+    return [FilePair(src, tgt, name)]
+
+
 def iter_parallel_text(data_cfg: DataConfig, split: str, chunk_pairs: int = CHUNK_PAIRS) -> Chunks:
     """The raw, uncleaned, line-aligned text of a split in chunks of at most chunk_pairs pairs.
 
@@ -196,26 +209,29 @@ def iter_parallel_text(data_cfg: DataConfig, split: str, chunk_pairs: int = CHUN
         DataError: missing, unreadable or misaligned input.
     """
     cfg, source = data_cfg, data_cfg.source
-    if source not in ("local", "hub"):
-        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    if source not in SOURCES:
+        raise DataError(f"data.source must be 'local', 'hub' or 'files', got {source!r}")
     limit = cfg.max_train_pairs if split == TRAIN else None
     done = 0
     for name in _split_names(cfg, split):
         if limit is not None and done >= limit and source == "hub":
             break  # local splits past the cap are still read to compare their sides' line counts
-        left = None if limit is None else limit - done
         if source == "hub":
-            chunks = iter_hub_chunks(cfg, name, left, chunk_pairs)
-        else:
-            src_path = local_path(cfg.root, name, cfg.src_lang, hub_dataset=cfg.hub_dataset)
-            tgt_path = local_path(cfg.root, name, cfg.tgt_lang, hub_dataset=cfg.hub_dataset)
+            left = None if limit is None else limit - done
+            for src, tgt in iter_hub_chunks(cfg, name, left, chunk_pairs):
+                done += len(src)
+                if src:
+                    yield src, tgt
+            continue
+        for pair in _local_pairs(cfg, name, train=split == TRAIN):
+            left = None if limit is None else max(limit - done, 0)
             chunks = read_aligned(
-                src_path, tgt_path, split=name, chunk_pairs=chunk_pairs, limit=left
+                pair.src, pair.tgt, split=name, chunk_pairs=chunk_pairs, limit=left
             )
-        for src, tgt in chunks:
-            done += len(src)
-            if src:
-                yield src, tgt
+            for src, tgt in chunks:
+                done += len(src)
+                if src:
+                    yield src, tgt
 
 
 def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
@@ -241,9 +257,10 @@ def read_parallel_text(data_cfg: DataConfig, split: str) -> tuple[list[str], lis
 def source_fingerprint(data_cfg: DataConfig, split: str) -> str:
     """A hash that changes whenever the raw text of a split may change, without decoding it.
 
-    Local files are hashed byte for byte (cheap: the compressed bytes). Hub splits are identified by
-    dataset, configuration, hub split and cap, since hashing them would mean downloading or
-    streaming them again.
+    Local files are hashed byte for byte (cheap: the compressed bytes); with source=files, their
+    names as data.files lists them too, so that another list prepares again. Hub splits are
+    identified by dataset, configuration, hub split and cap, since hashing them would mean
+    downloading or streaming them again.
     """
     h = hashlib.sha256()
     h.update(f"{data_cfg.source}|{data_cfg.src_lang}|{data_cfg.tgt_lang}|".encode())
@@ -254,10 +271,24 @@ def source_fingerprint(data_cfg: DataConfig, split: str) -> str:
             hub = (data_cfg.hub_dataset, data_cfg.hub_config, _hub_split(data_cfg, name))
             h.update(repr(hub).encode())
             continue
+        if data_cfg.source == "files":
+            pairs = file_pairs(data_cfg, name)  # checked: two names per entry
+            for (src_name, tgt_name), pair in zip(data_cfg.files[name], pairs):
+                h.update(f"{name}:{src_name}|{tgt_name}|".encode())
+                _hash_file(h, pair.src)
+                _hash_file(h, pair.tgt)
+            continue
         for lang in (data_cfg.src_lang, data_cfg.tgt_lang):
             path = local_path(data_cfg.root, name, lang, hub_dataset=data_cfg.hub_dataset)
             h.update(f"{name}.{lang}|".encode())
-            with open(path, "rb") as f:
-                for chunk in iter(lambda f=f: f.read(1 << 20), b""):
-                    h.update(chunk)
+            _hash_file(h, path)
     return h.hexdigest()
+
+
+def _hash_file(h: Any, path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError as e:
+        raise DataError(f"missing data file {path}") from e

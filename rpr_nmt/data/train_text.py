@@ -2,11 +2,11 @@
 
 Preparing a corpus that does not fit in memory takes up to three passes over the training text:
 count the cleaned pairs (the BPE sample is drawn from that count), collect the sampled pairs, and
-encode. The first pass applies the text filters (empty sides, duplicates) and remembers which raw
-pairs survived, one byte per raw pair; later passes re-read the raw text and use that mask, so the
-pairs are hashed once. A streamed hub split is fetched once: when more passes follow the first, it
-spools the cleaned chunks to a temporary file in the cache (about the size of the text), which the
-later passes read.
+encode. The first pass applies the text filters (empty sides, held-out sentences, duplicates) and
+remembers which raw pairs survived, one byte per raw pair; later passes re-read the raw text and
+use that mask, so the pairs are hashed once. A streamed hub split is fetched once: when more
+passes follow the first, it spools the cleaned chunks to a temporary file in the cache (about the
+size of the text), which the later passes read.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from rpr_nmt.config import DataConfig
 from rpr_nmt.data.bpe import sample_pairs
 from rpr_nmt.data.cache import owned_temporary
 from rpr_nmt.data.cleaning import CleaningReport, PairFilter
+from rpr_nmt.data.held_out import HeldOutSentences
 from rpr_nmt.data.sources import TRAIN, Chunks, iter_parallel_text
 
 
@@ -32,6 +33,8 @@ def describe_train(cfg: DataConfig) -> str:
     names = ", ".join(cfg.train_splits)
     if cfg.source == "hub":
         return f"hub dataset {cfg.hub_dataset} splits {names}"
+    if cfg.source == "files":
+        return f"the files of data.files {names} under {cfg.root}"
     return f"{cfg.root}/{{{names}}}.{{{cfg.src_lang},{cfg.tgt_lang}}}"
 
 
@@ -46,7 +49,7 @@ class TrainText:
         chunk_pairs: raw pairs per chunk.
 
     Attributes:
-        report: read, empty and duplicates are filled in by the first complete pass.
+        report: read, empty, overlap and duplicates are filled in by the first complete pass.
         pairs: cleaned pairs (None until a pass has completed).
     """
 
@@ -110,7 +113,8 @@ class TrainText:
 
     def _first_pass(self, *, spool: bool) -> Chunks:
         cfg, report = self.cfg, CleaningReport()
-        filt = PairFilter(deduplicate=cfg.deduplicate, report=report)
+        held_out = HeldOutSentences.from_config(cfg)
+        filt = PairFilter(deduplicate=cfg.deduplicate, report=report, held_out=held_out)
         kept: list[np.ndarray] = []
         out = self._open_spool() if spool else None
         try:
@@ -125,7 +129,7 @@ class TrainText:
         finally:
             if out is not None:
                 out.close()
-        report.kept = report.read - report.empty - report.duplicates
+        report.kept = report.read - report.empty - report.overlap - report.duplicates
         report.check_nonempty(
             describe_train(cfg), cfg.max_tokens_per_sentence, cfg.max_length_ratio
         )

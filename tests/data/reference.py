@@ -114,7 +114,7 @@ def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 def prepare_train(cfg: DataConfig) -> tuple[bytes, ReferenceSplit, dict[str, int]]:
     """(BPE model, encoded training split, cleaning counts) exactly as the old prepare_data."""
     src, tgt = read_text(cfg, "train")
-    report = dict(read=len(src), empty=0, duplicates=0, too_long=0, source_too_long=0)
+    report = dict(read=len(src), empty=0, overlap=0, duplicates=0, too_long=0, source_too_long=0)
     kept = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()]
     report["empty"] = len(src) - len(kept)
     if cfg.deduplicate:
