@@ -37,13 +37,13 @@ from rpr_nmt.train.setup import (
     build_optimizer,
     check_job_settings,
     decode_settings,
-    load_training_data,
     seed_everything,
     training_precision,
     wrap_model,
 )
 from rpr_nmt.train.signals import StopRequest, StopSignals
 from rpr_nmt.train.step import NonFiniteGuard, train_step
+from rpr_nmt.train.training_data import load_training_data
 from rpr_nmt.train.validation import final_evaluation, validation_figures
 
 log = logging.getLogger("rpr_nmt.train")

@@ -13,7 +13,8 @@ import pytest
 from rpr_nmt.config import DataConfig, TrainConfig
 from rpr_nmt.data import DataError, EncodedCorpus, Ragged
 from rpr_nmt.train import SettingsError, train
-from rpr_nmt.train.setup import check_data_settings, check_evaluated_splits, check_settings
+from rpr_nmt.train.setup import check_data_settings, check_settings
+from rpr_nmt.train.training_data import check_evaluated_splits
 
 from .conftest import compose_config
 

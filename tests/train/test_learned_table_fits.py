@@ -13,7 +13,7 @@ import pytest
 from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.data import EncodedCorpus, Ragged, prepare_data
 from rpr_nmt.train import SettingsError, train
-from rpr_nmt.train.setup import check_learned_table_fits
+from rpr_nmt.train.training_data import check_learned_table_fits
 
 from .conftest import compose_config, run_train, tiny_overrides
 

@@ -93,7 +93,7 @@ def test_a_stop_during_data_preparation_trains_and_saves_nothing(
 ):
     """Ctrl-C while the data is prepared: the preparation finishes into the cache, no update runs
     and no checkpoint is written, and the rerun trains from the start on the cached data."""
-    import rpr_nmt.train.setup as setup_module
+    import rpr_nmt.train.training_data as setup_module
 
     real, stop = setup_module.prepare_data, StopAfter(10**9)
 
@@ -528,7 +528,7 @@ def test_the_time_limit_counts_training_not_data_preparation(
     corpus, cache_dir, tmp_path, monkeypatch, caplog
 ):
     # Ten minutes of BPE and encoding used up a one-minute limit before the first update.
-    import rpr_nmt.train.setup as setup_module
+    import rpr_nmt.train.training_data as setup_module
 
     real, clock = setup_module.prepare_data, TickingClock(0.1)
 
