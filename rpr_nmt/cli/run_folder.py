@@ -167,12 +167,14 @@ RECORD_DIR = ".hydra"
 
 @dataclass
 class RunRecord:
-    """What write_run_record replaced: each file's previous bytes (None: there was none), and
-    checkpoints/last.pt's identity then (None: there was none)."""
+    """What write_run_record replaced: each file's previous bytes (None: there was none),
+    checkpoints/last.pt's identity then (None: there was none), and the job log's size then (what
+    it held before this command: 0 for a new folder)."""
 
     folder: Path
     previous: dict[str, bytes | None]
     last_checkpoint: tuple[int, int, int] | None
+    log_size: int = 0
 
 
 def _last_checkpoint(run_dir: Path) -> tuple[int, int, int] | None:
@@ -222,7 +224,9 @@ def write_run_record(task_cfg: DictConfig, run_dir: str | Path) -> RunRecord:
     }
     folder = run_dir / RECORD_DIR
     previous = {n: (folder / n).read_bytes() if (folder / n).is_file() else None for n in files}
-    record = RunRecord(folder, previous, _last_checkpoint(run_dir))
+    log = run_dir / JOB_LOG
+    log_size = log.stat().st_size if log.is_file() else 0
+    record = RunRecord(folder, previous, _last_checkpoint(run_dir), log_size)
     folder.mkdir(parents=True, exist_ok=True)
     for name, node in files.items():
         _write(folder / name, OmegaConf.to_yaml(node).encode("utf-8"))
@@ -244,20 +248,20 @@ def restore_run_record(record: RunRecord) -> None:
             _write(record.folder / name, data)
     if not any(record.folder.iterdir()):
         record.folder.rmdir()
-    _remove_if_nothing_in(record.folder.parent)
+    _remove_if_nothing_in(record.folder.parent, record.log_size)
 
 
 JOB_LOG = "train.log"  # Hydra's file handler: <hydra.job.name>.log in the run folder
 
 
-def _remove_if_nothing_in(run_dir: Path) -> None:
+def _remove_if_nothing_in(run_dir: Path, log_size: int) -> None:
     """Remove a run folder that holds nothing but what a refused command left there (the
-    trainer's lock, released, and an empty job log): a refused new run leaves no folder behind,
-    which a report would take for an unfinished run."""
+    trainer's lock, released, and a job log that was empty before it, `log_size` 0: what the
+    command logged before its refusal, e.g. the precision auto chose): a refused new run leaves
+    no folder behind, which a report would take for an unfinished run."""
     try:
         found = {p.name: p for p in run_dir.iterdir()}
-        log = found.get(JOB_LOG)
-        if set(found) - {LOCK_FILE, JOB_LOG} or (log is not None and log.stat().st_size):
+        if set(found) - {LOCK_FILE, JOB_LOG} or log_size:
             return
     except OSError:
         return

@@ -211,8 +211,7 @@ def test_the_train_command_refuses_a_missing_file_in_one_line(tmp_path):
     run_dir = tmp_path / "run"
     args = [
         "data=wmt_news_en_de", f"data.root={tmp_path / 'empty'}", "model=transformer_tiny",
-        "train.device=cpu", "train.precision=fp32", "decode.precision=fp32",
-        f"hydra.run.dir={run_dir}",
+        "train.device=cpu", f"hydra.run.dir={run_dir}",  # precision auto, as a user runs it
     ]  # fmt: skip
     out = run_module("rpr_nmt.cli.train", args, cwd=REPO, env=env)
     assert out.returncode == 2, out.stderr
