@@ -7,7 +7,8 @@ Modules, from the paper's equations outwards:
                           RelativePositions: k and which tables (w^K, w^V, shared across heads)
     cache.py              KeyValueCache, DecoderCache: the state of incremental decoding
     layers.py             EncoderLayer, DecoderLayer and their residual sublayers
-    transformer.py        Encoder, Decoder, Transformer, build_model
+    stacks.py             Encoder, Decoder: the layer stacks and their positions
+    transformer.py        Transformer, build_model
     embeddings.py         token embeddings and the optional sinusoid or learned positions
     positions/            the other position methods, one module each (learned, RoPE, ALiBi, T5),
                           and the seam self-attention calls (terms.py)

@@ -9,6 +9,7 @@
                      the tests: holds / does not hold / cannot tell
     plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd
     lengths.py       each setting's test BLEU by source length: length_report.md, bleu_by_length.png
+    unseen_lengths.py  BLEU past the training cap of a length study's sources
     summary.py       every sweep's verdicts, claim by claim: results/claims.md
     retrained.py     published settings retrained by changed code: rounding only, or beyond it?
     results.py       --collect: a sweep's small artefacts into results/<sweep>/, no checkpoints

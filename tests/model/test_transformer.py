@@ -217,8 +217,7 @@ def test_shaw_pair_rows_are_built_once_per_stack_and_shared_by_its_layers(monkey
     """Each stack builds r_ij once per forward (once per step in cached decoding) for all its
     layers, and no attention builds its own; the logits and gradients are exactly those of every
     attention building its own."""
-    from rpr_nmt.model import attention
-    from rpr_nmt.model import stacks as transformer
+    from rpr_nmt.model import attention, stacks
 
     real, built = attention.shaw_pairs, []
 
@@ -248,7 +247,7 @@ def test_shaw_pair_rows_are_built_once_per_stack_and_shared_by_its_layers(monkey
         m.setattr(attention, "shaw_pairs", built_here)
         with pytest.raises(AssertionError, match="built its own"):
             model(src, tgt)
-    monkeypatch.setattr(transformer, "shaw_pairs", counted)
+    monkeypatch.setattr(stacks, "shaw_pairs", counted)
     monkeypatch.setattr(attention, "shaw_pairs", built_here)
     shared = logits_and_grads()
     assert built == [(6, 6, 2, 0, False), (5, 5, 2, 0, True)]  # encoder, decoder

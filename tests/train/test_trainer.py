@@ -93,16 +93,16 @@ def test_a_stop_during_data_preparation_trains_and_saves_nothing(
 ):
     """Ctrl-C while the data is prepared: the preparation finishes into the cache, no update runs
     and no checkpoint is written, and the rerun trains from the start on the cached data."""
-    import rpr_nmt.train.training_data as setup_module
+    import rpr_nmt.train.training_data as training_data
 
-    real, stop = setup_module.prepare_data, StopAfter(10**9)
+    real, stop = training_data.prepare_data, StopAfter(10**9)
 
     def interrupted(*args, **kwargs):
         prepared = real(*args, **kwargs)
         stop.steps = 0  # the signal arrives while the data is prepared
         return prepared
 
-    monkeypatch.setattr(setup_module, "prepare_data", interrupted)
+    monkeypatch.setattr(training_data, "prepare_data", interrupted)
     config = compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET)
     trainer = stop.trainer = Trainer(config, tmp_path / "run", stop=stop)
     summary = trainer.run()
@@ -111,7 +111,7 @@ def test_a_stop_during_data_preparation_trains_and_saves_nothing(
     assert not (tmp_path / "run" / "checkpoints").exists() or not any(
         (tmp_path / "run" / "checkpoints").iterdir()
     )
-    monkeypatch.setattr(setup_module, "prepare_data", real)
+    monkeypatch.setattr(training_data, "prepare_data", real)
     again = Trainer(config, tmp_path / "run").run()
     assert again["steps"] == 2 and again["session_steps"] == 2
 
@@ -528,15 +528,15 @@ def test_the_time_limit_counts_training_not_data_preparation(
     corpus, cache_dir, tmp_path, monkeypatch, caplog
 ):
     # Ten minutes of BPE and encoding used up a one-minute limit before the first update.
-    import rpr_nmt.train.training_data as setup_module
+    import rpr_nmt.train.training_data as training_data
 
-    real, clock = setup_module.prepare_data, TickingClock(0.1)
+    real, clock = training_data.prepare_data, TickingClock(0.1)
 
     def slow(*args, **kwargs):
         clock.now += 600.0
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(setup_module, "prepare_data", slow)
+    monkeypatch.setattr(training_data, "prepare_data", slow)
     config = compose_config(
         corpus, cache_dir, "train.max_steps=3", "train.max_time_minutes=1", *QUIET
     )
