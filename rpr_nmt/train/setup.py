@@ -16,6 +16,7 @@ from rpr_nmt.checkpoint import CheckpointError
 from rpr_nmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig, TrainJobConfig
 from rpr_nmt.data import DataError
 from rpr_nmt.data.bpe import check_bpe_values
+from rpr_nmt.data.held_out import check_mode
 from rpr_nmt.model.positions import position_problem
 from rpr_nmt.precision import bf16_support, resolve_precision
 from rpr_nmt.train.distributed import DistributedContext
@@ -89,6 +90,7 @@ def check_data_settings(cfg: DataConfig) -> None:
         raise SettingsError("data.max_length_ratio=nan is not a number: set a number, e.g. 3.0")
     try:  # also before a sweep's jobs train (rpr_nmt.cli.sweep_settings), not at its BPE alone
         check_bpe_values(cfg.vocab_size, cfg.bpe_character_coverage, cfg.bpe_sample_sentences)
+        check_mode(cfg)  # data.held_out_overlap: keep, drop or refuse
     except DataError as e:
         raise SettingsError(str(e)) from None
     if cfg.src_lang == cfg.tgt_lang:  # every pair a copy: a model that learns to copy

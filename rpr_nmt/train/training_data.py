@@ -101,6 +101,9 @@ def _where(data: DataConfig, split: str) -> str:
     """The files (or hub split) of a split that exists, for a message."""
     if data.source == "hub":
         return f"hub dataset {data.hub_dataset!r}, split {(data.hub_splits or {}).get(split)}"
+    if data.source == "files":  # the pairs data.files names, under data.root
+        named = ", ".join(f"{src} and {tgt}" for src, tgt in (data.files or {}).get(split, []))
+        return f"{named} under {data.root}"
     paths = [local_path(data.root, split, lang) for lang in (data.src_lang, data.tgt_lang)]
     return f"{paths[0]} and {paths[1]}"
 

@@ -38,6 +38,7 @@ def test_a_seed_numpy_cannot_take_is_refused_in_one_line(seed):
         (dict(vocab_size=0), r"data\.vocab_size=0 must be positive"),
         (dict(max_train_pairs=-5), r"data\.max_train_pairs=-5 must be at least 1 \(null = all"),
         (dict(src_lang="en", tgt_lang="en"), r"data\.src_lang and data\.tgt_lang are both 'en'"),
+        (dict(held_out_overlap="skip"), r"data\.held_out_overlap='skip' must be keep, drop or"),
     ],
 )
 def test_a_data_setting_that_would_mislead_is_refused_in_one_line(fields, message):
@@ -101,3 +102,11 @@ def test_the_trainer_refuses_an_empty_valid_split_before_training(corpus, cache_
     with pytest.raises(DataError, match=r"^validation split 'valid' .* has no pairs"):
         train(config, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_an_empty_split_of_named_files_is_named_by_its_files():
+    # source=files: the message named {split}.{lang} files that a preset of named pairs never reads.
+    from rpr_nmt.train.training_data import _where
+
+    data = DataConfig(source="files", root="/corpus", files={"valid": [["a.en.gz", "a.de.gz"]]})
+    assert _where(data, "valid") == "a.en.gz and a.de.gz under /corpus"
