@@ -50,6 +50,7 @@ class BucketScores:
     labels: list[str]
     sentences: list[int]
     bleu: list[float | None]  # None where a bucket is empty
+    longest: int = 0  # the longest source in BPE tokens
 
 
 def score_by_length(
@@ -88,7 +89,9 @@ def score_by_length(
             bleu.append(None)
             continue
         bleu.append(report_bleu([hyps[i] for i in members], [refs[i] for i in members], ""))
-    return BucketScores(bucket_labels(bounds), [len(g) for g in groups], bleu)
+    return BucketScores(
+        bucket_labels(bounds), [len(g) for g in groups], bleu, max(lengths, default=0)
+    )
 
 
 def bucket_values(runs_scores: Sequence[BucketScores]) -> list[list[float]]:
@@ -113,13 +116,13 @@ def length_table(
         row.label: [score_by_length(run, bounds, splits, text) for run in row.runs] for row in rows
     }
     first = next(iter(results.values()))[0]
+    what = " + ".join(splits) if splits else "test"
     head = ["setting", "seeds"]
     head += [f"{label} ({n})" for label, n in zip(first.labels, first.sentences)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, scores in results.items():
         cells = [format_stats(seed_stats(values)) for values in bucket_values(scores)]
         lines.append("| " + " | ".join([label, str(len(scores))] + cells) + " |")
-    what = " + ".join(splits) if splits else "test"
     caption = (
         f"{what} BLEU by source length in BPE tokens (sentences per bucket in brackets); "
         f"{STATS_LEGEND}\n\n"
@@ -218,6 +221,23 @@ def check_bounds(bounds: Sequence[int]) -> list[int]:
     return values
 
 
+def check_last_bucket(
+    bounds: Sequence[int], splits: Sequence[str] | None, scores: BucketScores
+) -> None:
+    """Refuse bounds whose last bucket starts past the longest sentence (an empty column).
+
+    Raises:
+        ValueError: names the bound and the longest sentence's length.
+    """
+    if not scores.sentences[-1]:
+        what = " + ".join(splits) if splits else "test"
+        raise ValueError(
+            f"bounds {','.join(map(str, bounds))}: no {what} sentence has {bounds[-1]} BPE tokens "
+            f"or more (the longest has {scores.longest}): give a last bound of at most "
+            f"{scores.longest}"
+        )
+
+
 def check_splits(splits: Any) -> list[str]:
     """Split names, each once: a split given twice would count its sentences twice.
 
@@ -288,12 +308,15 @@ def write_length_report(
     Args: sweep_dir holds the runs; bounds and splits as score_by_length, None = as
         length_options; test, n_samples and corpus as write_report.
     """
+    given = bool(bounds)
     bounds, splits = length_options(sweep_dir, bounds, splits)
     runs = find_runs(sweep_dir)
     rows, corpus = group_runs(runs), corpus or CorpusText()  # one read of each run and corpus
     if not rows:
         raise FileNotFoundError(f"no finished runs under {sweep_dir}")
     text, results = length_table(rows, bounds, splits, corpus)
+    if given:
+        check_last_bucket(bounds, splits, next(iter(results.values()))[0])
     caps = {run.config["data"].get("max_train_source_tokens") for run in runs}
     mixed = recipe_keys(rows) or (["data.max_train_source_tokens"] if len(caps) > 1 else [])
     cap = None if mixed else caps.pop()  # what is past the cap needs one cap and one recipe

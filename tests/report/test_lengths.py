@@ -175,3 +175,29 @@ def test_saved_length_options_out_of_shape_are_named(saved, said, tmp_path):
     with pytest.raises(ValueError, match=said) as error:
         length_options(tmp_path, None, None)
     assert "length_options.json" in str(error.value) and "delete it" in str(error.value)
+
+
+def test_bounds_past_the_longest_sentence_are_refused_before_anything_is_written(tmp_path, capsys):
+    # A last bucket past every sentence printed an empty column ('200+ (0)') and plotted nothing.
+    short = [" ".join(WORDS[i : i + 5]) for i in range(8)]
+    data = tmp_path / "corpus"
+    data.mkdir()
+    for lang in ("en", "de"):
+        (data / f"test.{lang}").write_text("\n".join(short) + "\n")
+    proto = train_bpe(short + WORDS, vocab_size=60, character_coverage=1.0)
+    longest = max(len(Tokenizer.from_proto(proto).encode(s)) for s in short)
+    config = {
+        "data": asdict(DataConfig(root=str(data), test_split="test")),
+        "model": {"max_relative_position": 4, "relative_keys": True},
+    }
+    sweep = tmp_path / "sweep"
+    write_run_folder(
+        sweep, ["positions=relative"], config, {"test_bleu": 50.0}, hyps=short, bpe=proto
+    )
+    before = sorted(p.name for p in sweep.iterdir())
+    assert main(["--by-length", "--bounds", f"1,{longest},200", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"no test sentence has 200 BPE tokens or more (the longest has {longest})" in err
+    assert sorted(p.name for p in sweep.iterdir()) == before  # nothing written
+    assert main(["--by-length", "--bounds", f"1,{longest}", str(sweep)]) == 0  # the longest: fine
