@@ -5,6 +5,7 @@
     significance.py  sacrebleu's paired tests of each setting against a baseline, seed by seed
     labels.py        settings named as a reader names them: sinusoid, Shaw k = 16, RoPE, none
     sweep.py         the runs grouped by setting: report.md (tables, statistics, tests, claims)
+    notes.py         the notes under its table: hosts, the two BLEU columns, unfinished runs
     claims.py        claims on position methods, each against the baseline it names, judged from
                      the tests: holds / does not hold / cannot tell
     plots.py         bleu_vs_k.png, test_bleu_by_setting.png: a dot per seed, mean ± sd

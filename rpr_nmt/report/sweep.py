@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rpr_nmt.report import placement
 from rpr_nmt.report.claims import FULL_TEST_CLAIMS, is_reference
+from rpr_nmt.report.notes import TOKENIZED_NOTE, hosts_note, unfinished_note
 from rpr_nmt.report.plots import plot_bleu_against_k, plot_settings
 from rpr_nmt.report.rows import (
     LATER_METHODS,
@@ -32,7 +33,6 @@ from rpr_nmt.report.runs import (
     CorpusText,
     Run,
     find_runs,
-    find_unfinished,
     read_hypotheses,
 )
 from rpr_nmt.report.significance import (
@@ -47,12 +47,12 @@ from rpr_nmt.report.significance import (
 from rpr_nmt.report.speed import Speed, load_speed
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats
 from rpr_nmt.report.verdicts import claims_section, comparisons_needed, judge_claims, save_verdicts
-from rpr_nmt.train.provenance import UNRECORDED, host_label
 
 # Columns of the main table: (summary key, heading, decimals).
 COLUMNS = (
     ("valid_bleu", "valid BLEU", 1),
     ("test_bleu", "test BLEU", 1),
+    ("test_tokenized_bleu", "test BLEU tok.", 1),
     ("test_chrf", "test chrF", 1),
     ("train_tokens_per_sec", "tokens/s", 0),
     ("steps", "steps", 0),
@@ -107,59 +107,9 @@ def markdown_table(rows: Sequence[Row], speed: Speed | None = None) -> str:
         cells += [_cell(row.values(key), decimals) for key, _, decimals in columns]
         cells += speed.cells(row.label) if speed else []
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + (speed.note() if speed else hosts_note(rows))
-
-
-def hosts_note(rows: Sequence[Row]) -> str:
-    """Under a table of the runs' own tokens/s: what they are, and the hosts that trained each
-    row (each session's record, rpr_nmt.train.provenance; "not recorded" before 2026-11-28)."""
-    by_host: dict[str, list[str]] = {}
-    bf16_hosts = set()  # the hosts of bf16 sessions (a session's own precision, else its run's)
-    for row in rows:
-        for run in row.runs:
-            for session in run.summary.get("sessions") or [{}]:
-                labels = by_host.setdefault(host_label(session), [])
-                if row.label not in labels:
-                    labels.append(row.label)
-                if (session.get("precision") or run.summary.get("precision")) == "bf16":
-                    bf16_hosts.add(host_label(session))
-    if list(by_host) == [UNRECORDED]:
-        hosts = f"{UNRECORDED} (runs trained before 2026-11-28)"
-    elif len(by_host) == 1:
-        hosts = f"all on one, {next(iter(by_host))}"
-    else:
-        hosts = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in by_host.items())
-    rounding = (
-        ' bf16 rounds by the kernels a host runs (docs/performance.md, "Host classes"): runs '
-        "from different hosts differ by that rounding too, not only in speed."
-        if len(bf16_hosts) > 1
-        else ""
-    )
     return (
-        "tokens/s: each run's own training rate, beside whatever else its host ran (sweeps train "
-        "runs side by side), so compare speeds in a benchmark sitting (scripts/bench_train.py), "
-        f"not here. Hosts: {hosts}.{rounding}\n"
+        "\n".join(lines) + "\n\n" + (speed.note() if speed else hosts_note(rows)) + TOKENIZED_NOTE
     )
-
-
-def unfinished_note(sweep_dir: Path, runs: Sequence[Run]) -> str:
-    """The sweep's unfinished runs, marked: those without a summary (left out of every table) and
-    those stopped by a signal (in the tables with the steps they reached); "" when none."""
-    lines = []
-    missing = [str(p.relative_to(sweep_dir)) for p in find_unfinished(sweep_dir)]
-    if missing:
-        lines.append(
-            f"**Unfinished:** {len(missing)} run(s) without train_summary.json (still running, or "
-            f"killed), left out of every table: {', '.join(missing)}.\n"
-        )
-    stopped = [str(r.path.relative_to(sweep_dir)) for r in runs if r.unfinished]
-    if stopped:
-        lines.append(
-            f"**Unfinished:** {len(stopped)} run(s) stopped before their budget (stopped_by: "
-            f"signal; rerunning the command resumes them), counted at the step they reached: "
-            f"{', '.join(stopped)}.\n"
-        )
-    return "".join(line + "\n" for line in lines)
 
 
 def compare_rows(
