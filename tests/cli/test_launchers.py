@@ -162,7 +162,13 @@ def stopped(job: subprocess.Popen) -> str:
     return stderr
 
 
-@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to the launcher"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("ctrl-c to the group", marks=pytest.mark.slow),  # make test: SIGTERM alone
+        "sigterm to the launcher",
+    ],
+)
 def test_a_stopped_joblib_sweep_saves_its_running_runs_and_starts_no_more(tmp_path, how):
     # Two runs side by side, a third queued: Ctrl-C reaches every process of the command; SIGTERM
     # to the launching process alone reaches the runs through the sweep's stop file.
@@ -196,6 +202,7 @@ def test_a_stop_signal_ends_a_sweep_of_the_basic_launcher(tmp_path):
     assert not (sweep / "seed_2" / "checkpoints").exists()
 
 
+@pytest.mark.slow  # 13 s of make test; the stop file alone is tested by the joblib sweep above
 def test_two_commands_sharing_a_sweep_folder_stop_apart(tmp_path):
     # Two lanes of one sweep: stopping the first must stop neither the second nor let the first's
     # queued run start (each command has its own stop file, so neither can remove the other's).
@@ -222,7 +229,9 @@ def summaries(sweep: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in sweep.glob("*/train_summary.json")}
 
 
-@pytest.mark.parametrize("preset", ["joblib_cpu", "submitit_local_cpu"])
+@pytest.mark.parametrize(
+    "preset", ["joblib_cpu", pytest.param("submitit_local_cpu", marks=pytest.mark.slow)]
+)
 def test_a_sweep_of_two_runs_goes_through_the_launcher(tmp_path, preset):
     done, sweep = run_sweep(tmp_path, f"hydra/launcher={preset}", "train.seed=1,2")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -237,6 +246,7 @@ def test_a_sweep_of_two_runs_goes_through_the_launcher(tmp_path, preset):
         assert list((sweep / ".submitit").glob("*/*_result.pkl"))
 
 
+@pytest.mark.slow  # torchrun's two ranks train data-parallel in make test (test_distributed.py)
 def test_a_submitit_run_of_two_tasks_trains_data_parallel(tmp_path):
     # Like a torchrun of 2 processes: submitit's task ids become RANK / WORLD_SIZE (env_set).
     preset = ["hydra/launcher=submitit_local_cpu", "hydra.launcher.tasks_per_node=2"]
@@ -246,7 +256,9 @@ def test_a_submitit_run_of_two_tasks_trains_data_parallel(tmp_path):
     assert summary["steps"] == 1 and summary["world_size"] == 2
 
 
-@pytest.mark.parametrize("preset", ["basic", "joblib_cpu", "submitit_local_cpu"])
+@pytest.mark.parametrize(
+    "preset", ["basic", "joblib_cpu", pytest.param("submitit_local_cpu", marks=pytest.mark.slow)]
+)
 def test_a_run_that_fails_in_a_sweep_leaves_the_others_training(tmp_path, preset):
     # The first run keeps no pair (2 tokens a sentence at most) and is refused after its data is
     # prepared. It ended the sweep: the basic launcher never started the second run, and joblib

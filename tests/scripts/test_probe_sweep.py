@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.export.conftest import tiny_bpe, tiny_checkpoint  # noqa: F401  (fixtures)
 from tests.inspection.test_statistics import checkpoint_of
 
@@ -81,6 +83,7 @@ def test_a_refused_sweep_creates_no_output_folder(tmp_path):
         assert not (tmp_path / "probe").exists()
 
 
+@pytest.mark.slow  # 7 s of make test
 def test_a_damaged_checkpoint_is_left_out_and_the_others_still_make_the_table(
     tiny_checkpoint,  # noqa: F811
     tmp_path,

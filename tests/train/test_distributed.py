@@ -86,6 +86,7 @@ def test_two_gloo_ranks_with_compiled_layers_equal_one_eager_process(tmp_path):
     two_gloo_ranks_against_one_process(tmp_path, scope="layers", rtol=1e-5)
 
 
+@pytest.mark.slow  # 21 s of make test; one process stopped and resumed: tests/train/test_cli.py
 def test_sigterm_to_torchrun_stops_every_rank_at_one_update_and_resumes_exactly(
     corpus, cache_dir, tmp_path
 ):
@@ -193,7 +194,10 @@ def test_torchrun_of_one_process_joins_a_group_and_trains_as_a_plain_run(
 
 @pytest.mark.parametrize(
     ("setting", "said"),
-    [("train.lr=-1", "train.lr=-1.0 must be above 0"), ("data.test_split=nosuch", "nosuch")],
+    [
+        ("train.lr=-1", "train.lr=-1.0 must be above 0"),
+        pytest.param("data.test_split=nosuch", "nosuch", marks=pytest.mark.slow),
+    ],
 )
 def test_an_error_every_rank_meets_is_printed_once_under_torchrun(
     corpus, cache_dir, tmp_path, setting, said
