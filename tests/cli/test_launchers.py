@@ -229,9 +229,8 @@ def summaries(sweep: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in sweep.glob("*/train_summary.json")}
 
 
-@pytest.mark.parametrize(
-    "preset", ["joblib_cpu", pytest.param("submitit_local_cpu", marks=pytest.mark.slow)]
-)
+@pytest.mark.slow  # make test starts joblib sweeps in the stop and failure tests
+@pytest.mark.parametrize("preset", ["joblib_cpu", "submitit_local_cpu"])
 def test_a_sweep_of_two_runs_goes_through_the_launcher(tmp_path, preset):
     done, sweep = run_sweep(tmp_path, f"hydra/launcher={preset}", "train.seed=1,2")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -73,6 +73,7 @@ def check_compiled_matches_eager(name: str, part: str = "model") -> None:
     assert len(graphs) == first_batch_graphs, f"{name}: recompiled for a new batch shape"
 
 
+@pytest.mark.slow  # 39 s with a cold inductor cache; -m slow compiles every method, Shaw included
 def test_compiled_shaw_serves_every_batch_shape_without_recompiling():
     """Shaw's clipped table window broke inductor with symbolic lengths (torch 2.13: "Exponent
     must be non-negative"); compiled, the whole table computes the same terms. The encoder alone
