@@ -14,9 +14,20 @@ from rpr_nmt.report.sweep import CLAIMS_FILE
 from tests.conftest import REPO
 
 PUBLISHED = sorted(p.parent for p in (REPO / "results").glob("*/report.md"))
+# make test rebuilds one sweep of each kind of report (the k plot, the settings plot, the length
+# report with its placement table); pytest -m slow rebuilds every published folder.
+IN_MAKE_TEST = {
+    "ablate_k_multi30k_en_de",
+    "compare_positions_multi30k_en_de",
+    "where_positions_lengths_multi30k_en_de",
+}
+SWEEPS = [
+    pytest.param(p, id=p.name, marks=[] if p.name in IN_MAKE_TEST else [pytest.mark.slow])
+    for p in PUBLISHED
+]
 
 
-@pytest.mark.parametrize("sweep", PUBLISHED, ids=[p.name for p in PUBLISHED])
+@pytest.mark.parametrize("sweep", SWEEPS)
 def test_the_committed_report_is_rebuilt(sweep, shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
     monkeypatch.delenv("SACREBLEU_SEED", raising=False)  # sacrebleu's default seed, as published
