@@ -32,7 +32,6 @@ import argparse
 import gzip
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -44,8 +43,9 @@ from omegaconf.errors import OmegaConfBaseException
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.cli.override_errors import override_problem
 from rpr_nmt.config import DataConfig, TrainJobConfig
+from rpr_nmt.data.cache import owned_temporary
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.data.file_pairs import check_files_exist, training_pairs
+from rpr_nmt.data.file_pairs import check_files
 from rpr_nmt.data.sources import CHUNK_PAIRS, TRAIN, local_path, read_parallel_text
 from rpr_nmt.data.train_text import TrainText
 
@@ -119,8 +119,7 @@ def check_corpus(cfg: DataConfig) -> list[str]:
     """Refuse a missing corpus file before anything is read; the notes on training file pairs
     left out for differing in line count (source=files), as rpr-nmt-train logs them."""
     if cfg.source == "files":
-        check_files_exist(cfg)
-        return [m.describe() for s in cfg.train_splits for m in training_pairs(cfg, s)[1]]
+        return check_files(cfg)
     if cfg.source == "local":
         for split in [*cfg.train_splits, cfg.valid_split, cfg.test_split]:
             for lang in (cfg.src_lang, cfg.tgt_lang):
@@ -140,15 +139,12 @@ class Outputs:
         self.created = not folder.exists()
         self.pending: list[tuple[Path, Path]] = []  # (temporary, final)
         self.carriage_returns = 0  # lines holding "\r": universal-newline readers split them
-        self.umask = os.umask(0)
-        os.umask(self.umask)
 
     def open(self, name: str) -> BinaryIO:
         """A gzip stream to folder/name (written as a hidden temporary file until commit)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{name}.", suffix=".tmp")
+        fd, tmp = owned_temporary(self.folder / name)  # hidden, with the usual file mode
         self.pending.append((Path(tmp), self.folder / name))
-        os.chmod(tmp, 0o666 & ~self.umask)  # mkstemp's 0600 would outlive the rename
         # mtime=0 and the final name in the header: the same pairs give the same bytes.
         raw = os.fdopen(fd, "wb")
         return gzip.GzipFile(filename=name.removesuffix(".gz"), mode="wb", fileobj=raw, mtime=0)

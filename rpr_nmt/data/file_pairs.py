@@ -102,6 +102,13 @@ class Misaligned:
         )
 
 
+def check_files(cfg: DataConfig) -> list[str]:
+    """Refuse a missing file (check_files_exist); the training file pairs left out for differing in
+    line count, each described in one line for the log."""
+    check_files_exist(cfg)
+    return [m.describe() for split in cfg.train_splits for m in training_pairs(cfg, split)[1]]
+
+
 def training_pairs(cfg: DataConfig, split: str) -> tuple[list[FilePair], list[Misaligned]]:
     """The file pairs of a training split that are read, and those left out as misaligned.
 

@@ -31,7 +31,7 @@ from rpr_nmt.data.cleaning import CleaningReport
 from rpr_nmt.data.corpus import CorpusWriter, EncodedCorpus
 from rpr_nmt.data.encode import LengthFilter, encode_corpus, encode_threads
 from rpr_nmt.data.errors import DataError
-from rpr_nmt.data.file_pairs import check_files_exist, training_pairs
+from rpr_nmt.data.file_pairs import check_files
 from rpr_nmt.data.held_out import check_mode, training_fingerprint
 from rpr_nmt.data.sources import CHUNK_PAIRS, TRAIN, iter_parallel_text, source_fingerprint
 from rpr_nmt.data.tokenizer import Tokenizer
@@ -106,15 +106,6 @@ def _encoded_folder(cfg: DataConfig, split: str, fp: str, tok: Tokenizer) -> Pat
     return Path(cfg.cache_dir) / "encoded" / f"{cfg.name}-{split}-v{key[:16]}"
 
 
-def _check_files(cfg: DataConfig, log: Log) -> None:
-    """source=files: refuse a named file that is not there, before anything is read or written;
-    log the training file pairs left out for differing in line count."""
-    check_files_exist(cfg)
-    for split in cfg.train_splits:
-        for left_out in training_pairs(cfg, split)[1]:
-            log(f"[data] {left_out.describe()}")
-
-
 def _tokens(corpus: EncodedCorpus) -> str:
     return f"{int(corpus.src.offsets[-1])} + {int(corpus.tgt.offsets[-1])} BPE tokens"
 
@@ -153,8 +144,9 @@ def prepare_data(
             f"data.cache_dir is unresolved ({cache}); resolve the config before prepare_data"
         )
     check_mode(cfg)
-    if cfg.source == "files":
-        _check_files(cfg, log)
+    if cfg.source == "files":  # a missing file refused before anything is read or written
+        for left_out in check_files(cfg):
+            log(f"[data] {left_out}")
     _tidy(cache, log)
     start, threads = time.perf_counter(), encode_threads(cfg)
     train_fp = training_fingerprint(cfg)  # source_fingerprint(cfg, TRAIN) unless held_out_overlap
