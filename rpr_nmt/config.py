@@ -97,6 +97,7 @@ class ModelConfig:
     n_decoder_layers: int = 6  # decoder depth
     dropout: float = 0.1  # on embeddings, residual branches and feed-forward activations
     attention_dropout: float = 0.1  # on attention weights
+    activation_dropout: float | None = None  # on feed-forward activations; null = `dropout`
     max_relative_position: int = 16  # k, the clipping distance; 0 = no relative positions
     relative_keys: bool = True  # a^K: relative term in the attention logits (eq. 4)
     relative_values: bool = True  # a^V: relative term in the attention outputs (eq. 3)
@@ -161,6 +162,9 @@ class TrainConfig:
     average_last: int = 0  # at the end, also average the last N checkpoints; 0 = off
     ema_decay: float = 0.0  # moving average of the weights, e.g. 0.999; 0 = off
     evaluate_at_end: bool = True  # decode valid + test, BLEU into the summary
+    # with evaluate_at_end, decode the test split too; false while a recipe is tuned on the valid
+    # split, so that the test set is scored once, after the choice (rerun with true to score it)
+    evaluate_test: bool = True
     max_time_minutes: float | None = None  # stop and save after this; null = no limit
 
 

@@ -33,7 +33,7 @@ log = logging.getLogger("rpr_nmt.checkpoint")
 STEP_PATTERN = re.compile(r"^step_(\d+)\.pt$")
 
 # Model settings that act only while training: checkpoints that differ in them average as one model.
-TRAINING_ONLY_MODEL_KEYS = frozenset({"dropout", "attention_dropout"})
+TRAINING_ONLY_MODEL_KEYS = frozenset({"dropout", "attention_dropout", "activation_dropout"})
 
 
 def step_path(checkpoint_dir: Path, step: int) -> Path:

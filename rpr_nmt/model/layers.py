@@ -69,6 +69,7 @@ class EncoderLayer(nn.Module):
         relative: RelativePositions,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
+        activation_dropout: float | None = None,
         pre_norm: bool = True,
         tables: RelativeTables | None = None,
         attention_dtype: torch.dtype | None = None,
@@ -80,8 +81,9 @@ class EncoderLayer(nn.Module):
             n_heads: attention heads H.
             d_ff: feed-forward inner width.
             relative: relative positions of self-attention; RelativePositions() (k = 0) for none.
-            dropout: on the residual branches and feed-forward activations.
+            dropout: on the residual branches (and the feed-forward activations, by default).
             attention_dropout: on the attention weights.
+            activation_dropout: on the feed-forward activations; None = `dropout`.
             pre_norm: LayerNorm before each sublayer (True) or after the residual sum.
             tables: w^K, w^V shared with other layers; None = this layer's own.
             attention_dtype: precision of the attention arithmetic; None = the input's
@@ -96,7 +98,9 @@ class EncoderLayer(nn.Module):
             tables=tables,
             attention_dtype=attention_dtype,
         )
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ffn = FeedForward(
+            d_model, d_ff, dropout if activation_dropout is None else activation_dropout
+        )
         self.attn_norm = SublayerNorm(d_model, pre_norm)
         self.ffn_norm = SublayerNorm(d_model, pre_norm)
         self.dropout = Dropout(dropout)
@@ -126,6 +130,7 @@ class DecoderLayer(nn.Module):
         relative: RelativePositions,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
+        activation_dropout: float | None = None,
         pre_norm: bool = True,
         tables: RelativeTables | None = None,
         attention_dtype: torch.dtype | None = None,
@@ -145,7 +150,9 @@ class DecoderLayer(nn.Module):
         self.cross_attn = RelativeMultiheadAttention(
             d_model, n_heads, attention_dropout=attention_dropout, attention_dtype=attention_dtype
         )
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ffn = FeedForward(
+            d_model, d_ff, dropout if activation_dropout is None else activation_dropout
+        )
         self.self_attn_norm = SublayerNorm(d_model, pre_norm)
         self.cross_attn_norm = SublayerNorm(d_model, pre_norm)
         self.ffn_norm = SublayerNorm(d_model, pre_norm)

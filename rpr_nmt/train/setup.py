@@ -130,8 +130,8 @@ def check_model_settings(cfg: ModelConfig) -> None:
         raise SettingsError(
             f"model.d_model={cfg.d_model} is not divisible by model.n_heads={cfg.n_heads}"
         )
-    for key in ("dropout", "attention_dropout"):
-        if not 0 <= getattr(cfg, key) < 1:
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        if getattr(cfg, key) is not None and not 0 <= getattr(cfg, key) < 1:
             raise SettingsError(f"model.{key}={getattr(cfg, key)} must be in [0, 1)")
     problem = position_problem(
         d_head=cfg.d_model // cfg.n_heads, absolute_positions=cfg.absolute_positions,

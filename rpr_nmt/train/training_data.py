@@ -64,14 +64,14 @@ def check_learned_table_fits(
 def check_evaluated_splits(
     config: TrainJobConfig, splits: Mapping[str, EncodedCorpus], *, test: bool = True
 ) -> list[str] | None:
-    """Refuse, before training, a valid split without pairs and (with train.evaluate_at_end) a
-    test split that is missing, unreadable or empty. Found later, an empty valid split gave a
-    validation loss of 0.0 that fixed best.pt at once (or crashed validation BLEU), and a bad
-    test split ended every run, and every rerun, without a summary.
+    """Refuse, before training, a valid split without pairs and (with train.evaluate_at_end and
+    train.evaluate_test) a test split that is missing, unreadable or empty. Found later, an empty
+    valid split gave a validation loss of 0.0 that fixed best.pt at once (or crashed validation
+    BLEU), and a bad test split ended every run, and every rerun, without a summary.
 
     Returns:
-        The test split's sources, or None with train.evaluate_at_end off or `test` false (a rank
-        other than 0, which does not evaluate).
+        The test split's sources, or None with train.evaluate_at_end or train.evaluate_test off,
+        or `test` false (a rank other than 0, which does not evaluate).
 
     Raises:
         DataError: the split refused and the way out, in one line.
@@ -82,7 +82,7 @@ def check_evaluated_splits(
             f"validation split '{data.valid_split}' ({_where(data, data.valid_split)}) has no "
             "pairs: set data.valid_split to a split with pairs"
         )
-    if not (config.train.evaluate_at_end and test):
+    if not (config.train.evaluate_at_end and config.train.evaluate_test and test):
         return None
     way_out = "set data.test_split to a readable split with pairs, or train.evaluate_at_end=false"
     try:

@@ -176,7 +176,8 @@ def evaluate_at_end(
     device: torch.device,
     checkpoint: str,
 ) -> dict[str, Any]:
-    """Decode the valid and test splits with cfg.decode; write hyp and eval files into out_dir.
+    """Decode the valid and test splits with cfg.decode (valid alone with train.evaluate_test
+    false); write hyp and eval files into out_dir.
 
     Returns:
         Summary entries: each number or string of each split's Scores, prefixed by the role:
@@ -191,7 +192,7 @@ def evaluate_at_end(
 
     data_cfg = config.data
     decode_cfg = replace(config.decode, device=device.type)
-    splits = {"valid": data_cfg.valid_split, "test": data_cfg.test_split}
+    splits = dict(evaluated_splits(config))
     texts = {role: read_parallel_text(data_cfg, split) for role, split in splits.items()}
     for role, (sources, _) in texts.items():
         check_evaluated_sources_fit(config, tokenizer, splits[role], sources, run_dir=out_dir)
@@ -209,14 +210,31 @@ def evaluate_at_end(
     return entries
 
 
+def evaluated_splits(config: TrainJobConfig) -> list[tuple[str, str]]:
+    """(role, split) of each split the end of a run decodes: valid, then test unless
+    train.evaluate_test is off (a recipe tuned on the valid split)."""
+    roles = [("valid", config.data.valid_split)]
+    if config.train.evaluate_test:
+        roles.append(("test", config.data.test_split))
+    return roles
+
+
 def evaluation_setup(config: TrainJobConfig) -> dict[str, Any]:
-    """What decides the final evaluation's figures besides the weights: decoding and averaging."""
+    """What decides the final evaluation's figures besides the weights: decoding, averaging, and
+    whether the test split was left out (only then recorded, so earlier summaries still match)."""
     cfg = config.train
-    return {"decode": asdict(config.decode), "average_last": cfg.average_last, "ema": cfg.ema_decay}
+    setup = {
+        "decode": asdict(config.decode),
+        "average_last": cfg.average_last,
+        "ema": cfg.ema_decay,
+    }
+    if not cfg.evaluate_test:
+        setup["test"] = False
+    return setup
 
 
 def earlier_evaluation(
-    summary_path: Path, steps: int, setup: dict[str, Any], splits: tuple[str, str]
+    summary_path: Path, steps: int, setup: dict[str, Any], splits: tuple[str, ...]
 ) -> dict[str, Any] | None:
     """The final evaluation a finished run already has, so that rerunning it costs no decoding.
 
@@ -312,7 +330,7 @@ def final_evaluation(
     cfg, checkpoint_dir = config.train, run_dir / "checkpoints"
     setup = evaluation_setup(config)
     if cfg.evaluate_at_end and not trained:
-        splits = (config.data.valid_split, config.data.test_split)
+        splits = tuple(split for _, split in evaluated_splits(config))
         summary = run_dir / "train_summary.json"
         earlier = earlier_evaluation(summary, step, setup, splits)
         if earlier is not None:

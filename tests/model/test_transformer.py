@@ -287,3 +287,14 @@ def test_forward_names_the_bad_token_tensor(change, error, message):
         model(*change(src, tgt))
     assert str(raised.value).startswith(message)
     assert model(src.int(), tgt).shape == (3, 5, VOCAB)  # int32 ids, as nn.Embedding takes
+
+
+@pytest.mark.parametrize("activation", [None, 0.0, 0.3])
+def test_activation_dropout_acts_on_the_feed_forward_alone(activation):
+    model = tiny(dict(TINY, dropout=0.2, attention_dropout=0.1, activation_dropout=activation))
+    expected = 0.2 if activation is None else activation  # null: the feed-forward takes `dropout`
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert [layer.ffn.dropout.p for layer in layers] == [expected] * 4
+    assert [layer.dropout.p for layer in layers] == [0.2] * 4  # residual branches unchanged
+    assert {m.attention_dropout for layer in layers for m in layer.modules()
+            if isinstance(m, RelativeMultiheadAttention)} == {0.1}  # fmt: skip

@@ -53,12 +53,12 @@ def _corpus(n: int) -> EncodedCorpus:
     return EncodedCorpus(rows, rows)
 
 
-def _local(root: Path, evaluate_at_end: bool = True):
+def _local(root: Path, evaluate_at_end: bool = True, evaluate_test: bool = True):
     from rpr_nmt.config import TrainJobConfig
 
     config = TrainJobConfig()
     config.data = DataConfig(root=str(root), src_lang="en", tgt_lang="de")
-    config.train = TrainConfig(evaluate_at_end=evaluate_at_end)
+    config.train = TrainConfig(evaluate_at_end=evaluate_at_end, evaluate_test=evaluate_test)
     return config
 
 
@@ -89,6 +89,7 @@ def test_a_test_split_that_is_empty_or_missing_is_refused_unless_not_evaluated(t
         check_evaluated_splits(_local(tmp_path), splits)
     assert str(e.value).endswith(way_out) and "\n" not in str(e.value)
     assert check_evaluated_splits(_local(tmp_path, evaluate_at_end=False), splits) is None
+    assert check_evaluated_splits(_local(tmp_path, evaluate_test=False), splits) is None
     _write(tmp_path, "test", ["a", "b"])
     assert check_evaluated_splits(_local(tmp_path), splits) == ["a", "b"]
 
