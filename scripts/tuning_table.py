@@ -45,13 +45,13 @@ def run_folders(paths: list[Path]) -> list[Path]:
 
 
 def overrides(run: Path) -> list[str]:
-    """The run's command-line overrides (.hydra/overrides.yaml), experiment and budget left out."""
+    """The run's command-line overrides (.hydra/overrides.yaml) less those that do not change it."""
     path = run / ".hydra" / "overrides.yaml"
     try:
         listed = yaml.safe_load(path.read_text()) or []
     except (OSError, yaml.YAMLError) as e:
         raise TuningError(f"{path}: cannot read the run's overrides ({e})") from e
-    budget = ("experiment=", "train.max_steps=", "train.max_time_minutes=")
+    budget = ("experiment=", "train.max_steps=", "train.max_time_minutes=", "train.evaluate_test=")
     return [o for o in listed if not o.startswith(budget)]
 
 

@@ -225,6 +225,7 @@ def hydra_config(cfg, during_job: bool = True):
             "runs/train/model.max_relative_position=4",
         ),
         (["train.max_time_minutes=5", "train=cpu_short"], "runs/train/train=cpu_short"),
+        (["train.evaluate_test=true", "model.dropout=0.3"], "runs/train/model.dropout=0.3"),
         (
             ["positions=absolute", "model=transformer_base"],
             "runs/train/model=transformer_base,positions=absolute",
