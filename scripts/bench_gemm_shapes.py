@@ -7,11 +7,15 @@
 One update of the trainer's step (bench_train.py's Runner, the same Multi30k En-De batch) runs
 under torch.profiler with its input shapes recorded; every mm, addmm and bmm it calls is listed by
 shape with how often the update calls it. Each distinct shape is then timed alone in the
-precision's dtype, in rounds that also time the 1024^3 product, so that a host whose speed moves
-is compared with itself round by round. Prints, per shape, its calls and GFLOP per update, GFLOP/s
-alone and as a share of the 1024^3 product's in the same round (median over rounds); then the
-bound that follows: an update made of its matrix products alone, each at its own speed, reaches
-this share of the 1024^3 ceiling, and no change outside the products can take an update above it.
+precision's dtype, in rounds that also time the 1024^3 product and whole updates, so that a host
+whose speed moves is compared with itself round by round. Prints, per shape, its calls and GFLOP
+per update, GFLOP/s alone and as a share of the 1024^3 product's in the same round (median over
+rounds); then the bound that follows: an update made of its matrix products alone, each at its own
+speed, reaches this share of the 1024^3 ceiling, and no change outside the products can take an
+update above it. Last, the update against that real-shape ceiling: the time its products take
+alone over the time of the whole update (the median of --updates updates, timed in the same
+round), so the share of the update that is matrix products at their own speed, and the rest, what
+everything else costs (scripts/profile_train.py says what that is).
 """
 
 from __future__ import annotations
@@ -89,22 +93,25 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=6500)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--updates", type=int, default=3, help="whole updates timed per round")
+    parser.add_argument("--arithmetic", type=int, default=1, choices=(1, 2))
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds {args.rounds}: time at least one round")
+    if args.rounds < 1 or args.updates < 1:
+        parser.error(f"--rounds {args.rounds} --updates {args.updates}: time at least one of each")
     if args.threads:
         torch.set_num_threads(args.threads)
     print(host_summary(matmul_ceilings()), flush=True)
     device = resolve_device("cpu")
     config = load_config(args.model, args.max_tokens, args.variant)
     batches, vocab_size, pad_id = fixed_batches(config, 1)
-    runner = Runner(config, vocab_size, pad_id, args.precision, device)
+    runner = Runner(config, vocab_size, pad_id, args.precision, device, arithmetic=args.arithmetic)
     calls = update_products(runner, batches[0])
     dtype = CEILING_DTYPES[args.precision]
     work = sum(n * flops(s) for s, n in calls.items())
     rates: dict[Shape, list[float]] = {s: [] for s in calls}  # GFLOP/s alone, per round
     shares: dict[Shape, list[float]] = {s: [] for s in calls}  # of the 1024^3 product's
     bounds: list[float] = []  # the update's products at their own speeds, share of 1024^3
+    in_update: list[float] = []  # the products' time alone over the whole update's, per round
     for r in range(args.rounds):
         ceiling = matmul_gflops(dtype, seconds=0.1)  # the 1024^3 product, now
         seconds = 0.0
@@ -114,8 +121,13 @@ def main() -> None:
             shares[shape].append(rates[shape][-1] / ceiling)
             seconds += calls[shape] * t
         bounds.append(work / seconds / 1e9 / ceiling)
+        runner.run([batches[0]] * args.updates)
+        update = statistics.median(runner.update_seconds)
+        in_update.append(seconds / update)
         print(f"  round {r + 1}: 1024^3 {ceiling:,.0f} GFLOP/s, the update's products alone "
-              f"{work / seconds / 1e9:,.0f} GFLOP/s ({bounds[-1]:.0%})", flush=True)  # fmt: skip
+              f"{work / seconds / 1e9:,.0f} GFLOP/s ({bounds[-1]:.0%}); {seconds * 1e3:,.0f} ms "
+              f"of products alone in an update of {update * 1e3:,.0f} ms ({in_update[-1]:.0%})",
+              flush=True)  # fmt: skip
     tokens = batches[0].n_src_tokens + batches[0].n_tgt_tokens
     print(
         f"\n{args.model}, {args.variant}, {args.precision}, {torch.get_num_threads()} threads, "
@@ -137,6 +149,13 @@ def main() -> None:
         f"{statistics.median(bounds):.0%} of the 1024^3 ceiling (median over rounds; "
         f"{min(bounds):.0%}-{max(bounds):.0%}). Nothing outside the products can take the update "
         "above it."
+    )
+    share = statistics.median(in_update)
+    print(
+        f"The update against that real-shape ceiling: its products alone take {share:.0%} of its "
+        f"time (median over rounds; {min(in_update):.0%}-{max(in_update):.0%}); the other "
+        f"{1 - share:.0%} is everything else: the products' own slowdown inside the update and "
+        "the work around them (scripts/profile_train.py)."
     )
 
 
