@@ -1,7 +1,8 @@
 """Where a training update spends its time: torch.profiler over the trainer's step, by kind of work.
 
     .venv/bin/python scripts/profile_train.py [--precision fp32] [--variants relative absolute]
-        [--steps 4] [--max-tokens 6500] [--model transformer_small] [--threads 2] [--top 15]
+        [--arithmetic 1] [--steps 4] [--max-tokens 6500] [--model transformer_small] [--threads 2]
+        [--top 15]
 
 Each variant (a positions= group, as in scripts/bench_train.py) trains the same Multi30k En-De
 batches with the same update step as bench_train.py; after two warm-up updates, --steps updates run
@@ -117,6 +118,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=6500)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--top", type=int, default=15, help="operators listed per variant")
+    parser.add_argument(
+        "--arithmetic", type=int, default=1, choices=(1, 2), help="train.arithmetic"
+    )
     args = parser.parse_args()
     if args.steps < 1:
         parser.error(f"--steps {args.steps}: profile at least one update")
@@ -129,12 +133,15 @@ def main() -> None:
     first = configs[args.variants[0]]
     batches, vocab_size, pad_id = fixed_batches(first, 2 + args.steps)
     print(
-        f"{args.model}, {args.precision}, {torch.get_num_threads()} threads, max_tokens "
+        f"{args.model}, {args.precision} (arithmetic {args.arithmetic}), "
+        f"{torch.get_num_threads()} threads, max_tokens "
         f"{args.max_tokens}, {args.steps} profiled updates per variant\n"
     )
     kinds_of: dict[str, dict[str, float]] = {}
     for variant in args.variants:
-        runner = Runner(configs[variant], vocab_size, pad_id, args.precision, device)
+        runner = Runner(
+            configs[variant], vocab_size, pad_id, args.precision, device, arithmetic=args.arithmetic
+        )
         by_kind, by_op, seconds = profile_variant(runner, batches, args.steps)
         kinds_of[variant] = by_kind
         total = sum(by_kind.values())
