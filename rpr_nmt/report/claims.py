@@ -5,7 +5,8 @@ judges (Claim, CLAIMS): Shaw et al.'s own claims ("the paper") against their mod
 a^K + a^V, no sinusoid), later papers' claims against the sinusoid or the learned table. Each judged
 setting is compared with the baseline through sacrebleu's paired test on test BLEU, one test per
 seed pair, same seed against same seed (rpr_nmt.report.significance); the claims on unseen lengths
-(Claim.past_cap) on the test sentences longer than any training source (rpr_nmt.report.lengths).
+(Claim.past_cap) on the test sentences longer than any training source, and those on long sentences
+(Claim.long_sentences) on the length report's last bucket (rpr_nmt.report.lengths).
 rpr_nmt.report.verdicts does the judging; this module says what is claimed and how it is decided.
 A setting reads against the baseline as
 
@@ -196,6 +197,8 @@ class Claim:
         rule: the judged settings' outcomes and mean BLEU differences -> HOLDS, FAILS or UNSURE.
         past_cap: judged on the test sentences longer than the training cap (length_report.md),
             not on the whole test set (report.md).
+        long_sentences: judged on the test sentences of the length report's last bucket, in a
+            sweep without a training cap (length_report.md): the long sentences of news text.
     """
 
     text: str
@@ -203,6 +206,7 @@ class Claim:
     judged: Predicate
     rule: Rule
     past_cap: bool = False
+    long_sentences: bool = False
 
 
 # Which stack needs word order (experiment=where_positions): each method in one stack only against
@@ -219,6 +223,7 @@ CAUSAL_SOURCE = (
 KAZEMNEJAD_SOURCE = "Kazemnejad et al. 2023, decoder-only models"
 
 CARRY_OVER_SOURCE = "Rosendahl et al. 2019: +4.4 to 11.9% BLEU; Neishi & Yoshinaga 2019"
+LONG_SOURCE = "Rosendahl et al. 2019: relative positions gain most on long sentences"
 # The relative methods whose carry-over to unseen lengths is judged, and the absolute baselines.
 RELATIVE_METHODS = (
     ("Shaw k = 16", is_reference),
@@ -263,6 +268,11 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("ALiBi extrapolates to sources longer than any seen in training at least as well as the "
           "sinusoid (Press et al. 2022)", is_sinusoid, _alibi, _no_loss, past_cap=True),
     *(
+        Claim(f"relative positions beat absolute ones on long sentences: {name} against the "
+              f"sinusoid ({LONG_SOURCE})", is_sinusoid, judged, _a_gain, long_sentences=True)
+        for name, judged in RELATIVE_METHODS
+    ),
+    *(
         Claim(f"word order is needed in the encoder: {name} in the decoder only falls below "
               f"{name} in both stacks ({ENCODER_SOURCE})", placed("both", setting),
               placed("decoder", setting), _a_loss)
@@ -282,6 +292,7 @@ CLAIMS: tuple[Claim, ...] = (
         for name, setting in PLACED_METHODS
     ),
 )  # fmt: skip
-FULL_TEST_CLAIMS = tuple(claim for claim in CLAIMS if not claim.past_cap)  # report.md's
+FULL_TEST_CLAIMS = tuple(c for c in CLAIMS if not (c.past_cap or c.long_sentences))  # report.md's
 PAST_CAP_CLAIMS = tuple(claim for claim in CLAIMS if claim.past_cap)  # length_report.md's
+LONG_CLAIMS = tuple(claim for claim in CLAIMS if claim.long_sentences)  # the same, uncapped
 ALL_CLAIMS = tuple(claim.text for claim in CLAIMS)  # the order of results/claims.md

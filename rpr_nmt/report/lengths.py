@@ -8,7 +8,8 @@ t-interval when it has several (rpr_nmt.report.stats). write_length_report puts 
 plot beside the sweep's report.md; when the runs trained on capped sources, it adds every setting's
 BLEU on the test sentences past the cap, tested pair by pair against the sinusoid
 (rpr_nmt.report.unseen_lengths), and judges the claims on unseen lengths, each against the
-baseline it names (rpr_nmt.report.claims).
+baseline it names (rpr_nmt.report.claims); when they did not, the same on the sentences of the
+last bucket (the long sentences of a news test set) and the claims on long sentences.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
 from rpr_nmt.report.unseen_lengths import (
     compare_unseen_lengths,
+    long_sentences,
     unseen_length_section,
     unseen_outputs,
 )
@@ -303,7 +305,8 @@ def write_length_report(
     With a training cap on source length (data.max_train_source_tokens) and a significance
     `test`, the report also scores every setting past the cap against the sinusoid (or, without
     one, the reference) and judges the claims on unseen lengths, each against the baseline it
-    names (rpr_nmt.report.claims.PAST_CAP_CLAIMS).
+    names (rpr_nmt.report.claims.PAST_CAP_CLAIMS); without a cap, on the last bucket's long
+    sentences, and judges the claims on long sentences (long_sentences).
 
     Args: sweep_dir holds the runs; bounds and splits as score_by_length, None = as
         length_options; test, n_samples and corpus as write_report.
@@ -351,6 +354,9 @@ def write_length_report(
         )
         verdicts = judge_claims(PAST_CAP_CLAIMS, rows, by_baseline, f"BLEU {scope}")
         text += claims_section(verdicts, TESTS[test])
+    elif cap is None and not mixed and test:
+        long_text, verdicts = long_sentences(rows, baseline, bounds[-1], corpus, test, n_samples)
+        text += long_text
     elif mixed and test and caps != {None}:
         what = "tests past the training cap, placement table or claims on unseen lengths"
         text += "\n## Past the training lengths\n\n" + mixed_recipe_note(mixed, what)

@@ -53,7 +53,8 @@ def claims_page(results_dir: str | Path) -> str:
         "setting the claim judges against the baseline the claim names (Shaw k = 16, i.e. a^K + "
         "a^V and no sinusoid, for the claims of 'the paper', Shaw et al. 2018; the sinusoid or the "
         "learned table for the others) on test BLEU, or for the claims on unseen lengths on the "
-        "test sentences longer than any training source, seed pair by seed pair; the rules are in "
+        "test sentences longer than any training source, and for those on long sentences on the "
+        "length report's last bucket, seed pair by seed pair; the rules are in "
         "rpr_nmt/report/claims.py and each sweep's report.md and length_report.md hold its tables.",
         "",
         "| claim | sweep | verdict |",

@@ -2,6 +2,7 @@
 training source (data.max_train_source_tokens), over seeds, tested pair by pair against a baseline
 with sacrebleu's paired tests (rpr_nmt.report.significance). The length report
 (rpr_nmt.report.lengths) adds the section, the placement table and the claims on unseen lengths.
+Without a cap, the same on the long sentences of the report's last bucket (long_sentences).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from rpr_nmt.report.claims import LONG_CLAIMS
 from rpr_nmt.report.runs import CorpusText, read_hypotheses, source_lengths
 from rpr_nmt.report.significance import (
     DEFAULT_SAMPLES,
@@ -16,9 +18,11 @@ from rpr_nmt.report.significance import (
     Comparison,
     SeedOutput,
     compare_seedwise,
+    report_bleu,
 )
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row
+from rpr_nmt.report.verdicts import Verdict, claims_section, comparisons_needed, judge_claims
 
 
 def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
@@ -58,16 +62,25 @@ def unseen_length_section(
     *,
     test: str = "bs",
     n_samples: int = 0,
+    long_from: int | None = None,
 ) -> str:
     """'## Past the training lengths': every setting's test BLEU on the sentences longer than
     `cap` BPE tokens (`bleu`: each setting's, one per seed, by setting) over seeds, with the mean
     difference to `baseline` and the paired test's p-values per seed pair (`compared`: what
-    compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`)."""
+    compare_unseen_lengths gave against `baseline`, with `test` and `n_samples`). With
+    `long_from` instead, '## Long sentences': the same on the sentences of at least `long_from`
+    BPE tokens (a sweep without a training cap; `bleu` and `compared` on those)."""
     compared, n = compared
     samples = n_samples or DEFAULT_SAMPLES[test]
+    title, which = (
+        "Past the training lengths",
+        (f"whose source is longer than {cap} BPE tokens, which no training source was"),
+    )
+    if long_from is not None:
+        title = "Long sentences"
+        which = f"whose source has at least {long_from} BPE tokens (the last length bucket)"
     lines = [
-        f"\n## Past the training lengths\n\nTest BLEU on the {n} test sentences whose source is "
-        f"longer than {cap} BPE tokens, which no training source was; {STATS_LEGEND}. Δ: setting "
+        f"\n## {title}\n\nTest BLEU on the {n} test sentences {which}; {STATS_LEGEND}. Δ: setting "
         f"minus the baseline ({baseline.label}), mean over seed pairs; p: sacrebleu's "
         f"{TESTS[test]} ({samples} samples) per seed pair, in seed order.\n",
         f"| setting | seeds | BLEU, {n} sentences | Δ | p per seed pair |",
@@ -84,3 +97,35 @@ def unseen_length_section(
             cells.append(" / ".join(f"{p:.3f}" for p in comparison.p_values["BLEU"]))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def long_sentences(
+    rows: Sequence[Row],
+    baseline: Row,
+    long_from: int,
+    corpus: CorpusText,
+    test: str,
+    n_samples: int,
+) -> tuple[str, list[Verdict]]:
+    """A sweep without a training cap: every setting's test BLEU on the sentences of the last
+    bucket (at least `long_from` BPE tokens) tested against `baseline`, and the claims on long
+    sentences judged there (LONG_CLAIMS). Returns the section with its verdicts, and the verdicts;
+    ("", []) when the bucket holds no sentence."""
+    outputs = {row.setting: unseen_outputs(row, long_from - 1, corpus) for row in rows}
+    if not any(refs for found in outputs.values() for _, _, refs, _ in found):
+        return "", []
+    compared = compare_unseen_lengths(outputs, baseline.setting, test=test, n_samples=n_samples)
+    bleu = {  # each setting's BLEU on those sentences, one per seed
+        setting: [report_bleu(h, r, lang) for _, h, r, lang in found]
+        for setting, found in outputs.items()
+    }
+    paired = dict(test=test, n_samples=n_samples)
+    text = unseen_length_section(rows, bleu, baseline, compared, 0, **paired, long_from=long_from)
+    by_baseline = {baseline.setting: compared[0]}  # each claim against its own baseline
+    for setting, chosen in comparisons_needed(LONG_CLAIMS, rows).items():
+        if setting not in by_baseline:
+            chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
+            by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
+    scope = f"on the {compared[1]} test sentences of at least {long_from} BPE tokens"
+    verdicts = judge_claims(LONG_CLAIMS, rows, by_baseline, f"BLEU {scope}")
+    return text + claims_section(verdicts, TESTS[test]), verdicts

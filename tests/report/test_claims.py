@@ -237,6 +237,55 @@ def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: py
     assert f"- sweep: holds. BLEU on the {unseen} test sentences longer than 12 BPE tokens" in page
 
 
+def test_without_a_training_cap_the_last_bucket_judges_the_claims_on_long_sentences(tmp_path):
+    # News-like: no cap on training lengths. Both translate the short sources; on the long ones
+    # (the last bucket, from 13 BPE tokens) the sinusoid loses every second word.
+    short = [" ".join(WORDS[i : i + 3]) for i in range(12)]
+    long = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(12)]
+    data = tmp_path / "tiny"
+    data.mkdir()
+    for lang in ("en", "de"):
+        (data / f"test.{lang}").write_text("\n".join(short + long) + "\n")
+    proto = train_bpe(short + long + WORDS, vocab_size=40, character_coverage=1.0)
+    cfg = asdict(DataConfig(root=str(data), test_split="test"))
+    sweep = tmp_path / "sweep"
+    for name, model in (
+        ("relative_k16", {**REFERENCE, "sinusoidal": False}),
+        ("absolute", {"max_relative_position": 0, "sinusoidal": True}),
+    ):
+        for seed in (1, 2):
+            lost = [" ".join(s.split()[::2]) for s in long] if model["sinusoidal"] else long
+            config = {"data": cfg, "model": model, "train": {"seed": seed}}
+            overrides = [f"positions={name}", f"train.seed={seed}"]
+            write_run_folder(sweep, overrides, config, {"test_bleu": 50.0}, hyps=short + lost,
+                             bpe=proto)  # fmt: skip
+    tokenizer = Tokenizer.from_proto(proto)
+    longest_short = max(len(tokenizer.encode(s)) for s in short)
+    assert longest_short < 13 <= min(len(tokenizer.encode(s)) for s in long)
+
+    assert main(["--by-length", "--bounds", "1,13", "--samples", "300", str(sweep)]) == 0
+    report = (sweep / "length_report.md").read_text()
+    assert "## Past the training lengths" not in report
+    section = report.split("## Long sentences")[1].split("## The claims")[0]
+    assert "on the 12 test sentences whose source has at least 13 BPE tokens" in section
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines()[1:]
+            if line.startswith("| ") and "---" not in line}  # fmt: skip
+    assert "| (baseline) |" in rows["sinusoid"] and "+" in rows["Shaw k = 16"]
+    claim = report.split("## The claims")[1]
+    assert (
+        "- **relative positions beat absolute ones on long sentences: Shaw k = 16 against the "
+        "sinusoid (Rosendahl et al. 2019: relative positions gain most on long sentences)**: "
+        "holds. BLEU on the 12 test sentences of at least 13 BPE tokens: Shaw k = 16 at 100.0 "
+        "against sinusoid at 0.5 (2 seed pairs)" in claim
+    )
+    assert "carry over to sources longer than any seen" not in claim  # no cap: none judged
+    assert main(["--claims", str(tmp_path)]) == 0
+    page = (tmp_path / "claims.md").read_text()
+    assert "| relative positions beat absolute ones on long sentences: Shaw k = 16" in page
+    assert "RoPE against the sinusoid (Rosendahl et al. 2019: relative positions gain most on " \
+        "long sentences) | - | not judged" in page  # fmt: skip
+
+
 # Claims of later papers: each judged against the baseline it names, not against Shaw k = 16.
 
 SINUSOID = {"max_relative_position": 0, "sinusoidal": True}

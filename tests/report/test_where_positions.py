@@ -239,5 +239,5 @@ def test_the_position_fields_are_the_models():
     assert set(POSITION_FIELDS) <= set(names)
     assert set(names) - set(POSITION_FIELDS) == {
         "d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers", "dropout",
-        "attention_dropout", "tie_embeddings", "pre_norm",
+        "attention_dropout", "activation_dropout", "tie_embeddings", "pre_norm",
     }  # fmt: skip
