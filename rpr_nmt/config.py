@@ -145,8 +145,9 @@ class TrainConfig:
     # "bf16" (autocast), "fp16" (CUDA, grad scaler); the presets say auto, the library fp32
     precision: str = "fp32"
     # reduced-precision arithmetic (rpr_nmt/model/arithmetic.py): 1 = the published bf16 runs'; 2 =
-    # shared attention inputs cast once and NumPy's dropout masks; fp32 is the same under either
-    arithmetic: int = 1
+    # shared attention inputs cast once and NumPy's dropout masks; fp32 is the same under either;
+    # null = the newest (2) for a new run, and for a resumed run the one it trained in
+    arithmetic: int | None = 1
     compile: bool = False  # train through torch.compile (symbolic shapes)
     # what is compiled: "layers" (each encoder and decoder layer; one graph per layer kind serves
     # all of them, so it compiles in a fraction of the time) or "model" (the whole forward)

@@ -25,6 +25,7 @@ import torch
 from rpr_nmt.checkpoint import BestSoFar, TrainingState, load_checkpoint, write_step_checkpoint
 from rpr_nmt.config import TrainConfig, TrainJobConfig
 from rpr_nmt.data import BatchIterator, Tokenizer
+from rpr_nmt.model.arithmetic import NEWEST
 from rpr_nmt.train import rng
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.ema import WeightAverage
@@ -97,6 +98,10 @@ class TrainingSession:
             self.requested_precision, self.cfg.precision, state.config.train.precision,
             self.ctx.device, log,
         )  # fmt: skip
+        if self.cfg.arithmetic is None:  # train.arithmetic=null: the one the run trained in
+            self.cfg.arithmetic = training_arithmetic(
+                state.config.train.arithmetic or 1, state.config.train.precision
+            )
         check_resumed_arithmetic(state.config.train, self.cfg.precision, self.cfg.arithmetic, path)
         if (before := state.config.train.precision) != self.cfg.precision:  # sessions.jsonl too
             log.warning("this run trained in %s and continues in %s from update %d", before,
@@ -122,7 +127,10 @@ class TrainingSession:
         )  # fmt: skip
 
     def _set_precision(self) -> None:
-        """Autocast, fp16's grad scaler and the arithmetic (1 in fp32) this session trains in."""
+        """Autocast, fp16's grad scaler and the arithmetic (1 in fp32) this session trains in; a
+        new run's train.arithmetic=null is the newest."""
+        if self.cfg.arithmetic is None:
+            self.cfg.arithmetic = NEWEST
         self.cfg.arithmetic = training_arithmetic(self.cfg.arithmetic, self.cfg.precision)
         self.autocast = autocast_factory(self.cfg.precision, self.ctx.device, self.cfg.arithmetic)
         self.scaler = torch.amp.GradScaler("cuda") if self.cfg.precision == "fp16" else None

@@ -33,7 +33,7 @@ def check_settings(cfg: TrainConfig) -> None:
         raise SettingsError(f"train.best_metric={cfg.best_metric!r}: use loss or bleu")
     if cfg.compile_scope not in ("layers", "model"):
         raise SettingsError(f"train.compile_scope={cfg.compile_scope!r}: use layers or model")
-    check_arithmetic(cfg.arithmetic)
+    check_arithmetic(cfg.arithmetic, unresolved=True)
     if cfg.best_metric == "bleu" and not cfg.valid_bleu:
         raise SettingsError("train.best_metric=bleu needs train.valid_bleu=true")
     for key in ("max_steps", "max_tokens", "update_freq", "log_every", "valid_every", "save_every"):

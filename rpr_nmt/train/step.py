@@ -50,12 +50,14 @@ class StepResult:
     stop: bool
 
 
-def check_arithmetic(arithmetic: int) -> None:
-    """Refuse a train.arithmetic that is none (SettingsError naming the values there are)."""
-    if arithmetic not in ARITHMETICS:
+def check_arithmetic(arithmetic: int | None, *, unresolved: bool = False) -> None:
+    """Refuse a train.arithmetic that is none (SettingsError naming the values there are); with
+    `unresolved`, also null (the setting before a run resolves it: new or resumed)."""
+    if arithmetic not in ARITHMETICS and not (unresolved and arithmetic is None):
         raise SettingsError(
             f"train.arithmetic={arithmetic!r} is not an arithmetic; use 1 (the published bf16 "
-            "runs') or 2 (shared inputs cast once, NumPy's dropout masks)"
+            "runs'), 2 (shared inputs cast once, NumPy's dropout masks) or null (2 for a new "
+            "run, a resumed run's own)"
         )
 
 

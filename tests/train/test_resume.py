@@ -139,6 +139,30 @@ def test_the_trainer_refuses_another_arithmetic_before_it_writes_or_trains(
     assert resumed["steps"] == 2 and [s["arithmetic"] for s in read_sessions(run)] == [1, 1]
 
 
+def test_arithmetic_null_is_the_newest_for_a_new_run_and_a_resumed_runs_own(
+    corpus, cache_dir, tmp_path
+):
+    """train.arithmetic=null: a new bf16 run trains in 2 (1 in fp32); a run that trained in 1
+    resumes in 1 (a published run rerun by its own command), one that trained in 2 in 2."""
+    quiet = ("train.save_every=1", "train.valid_bleu=false", "train.evaluate_at_end=false",
+             "train.precision=bf16")  # fmt: skip
+    auto = "train.arithmetic=null"
+    for trained, name in ((None, "new"), (1, "one"), (2, "two")):
+        first = auto if trained is None else f"train.arithmetic={trained}"
+        train(
+            compose_config(corpus, cache_dir, *quiet, first, "train.max_steps=1"), tmp_path / name
+        )
+        train(compose_config(corpus, cache_dir, *quiet, auto, "train.max_steps=2"), tmp_path / name)
+        sessions = [s["arithmetic"] for s in read_sessions(tmp_path / name)]
+        assert sessions == [trained or 2] * 2
+        saved = torch.load(tmp_path / name / "checkpoints" / "last.pt", weights_only=False)
+        assert saved["config"]["train"]["arithmetic"] == (trained or 2)  # resolved, never null
+    fp32 = compose_config(corpus, cache_dir, *quiet, auto, "train.precision=fp32",
+                          "train.max_steps=1")  # fmt: skip
+    train(fp32, tmp_path / "fp32")
+    assert [s["arithmetic"] for s in read_sessions(tmp_path / "fp32")] == [1]
+
+
 @pytest.mark.parametrize("saved_as", ["recorded", "before_it_was_recorded"])
 def test_the_trainer_refuses_another_world_size_before_it_writes_or_trains(
     corpus, cache_dir, tmp_path, saved_as
