@@ -22,7 +22,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rpr_nmt.config import host_chosen
-from rpr_nmt.train.provenance import ARITHMETIC, arithmetic_of
+from rpr_nmt.model.arithmetic import NEWEST
+from rpr_nmt.train.provenance import arithmetic_of
 
 SEED_KEY = "train.seed"
 
@@ -193,7 +194,7 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
 
 
 def check_same_arithmetic(runs: Sequence[Run]) -> None:
-    """Refuse runs trained by code that trains differently (rpr_nmt.train.provenance.ARITHMETIC):
+    """Refuse runs trained by code that trains differently (train.arithmetic, recorded per session):
     their differences would be the code's as much as the settings'.
 
     Raises:
@@ -209,8 +210,8 @@ def check_same_arithmetic(runs: Sequence[Run]) -> None:
         )
         raise ValueError(
             f"these runs were trained by code that trains differently, so their scores do not "
-            f"compare: {named} (train_summary.json's sessions; this code trains arithmetic "
-            f"{ARITHMETIC} by default). Retrain them in one train.arithmetic, or report them apart"
+            f"compare: {named} (train_summary.json's sessions; the presets train a new run in "
+            f"arithmetic {NEWEST}). Retrain them in one train.arithmetic, or report them apart"
         )
 
 
