@@ -35,7 +35,8 @@ these move least. --no-memory skips the peak-memory processes (with --compile, e
 the queries, no gather or scatter-add over the batch) on the benchmark's device, where gather and
 scatter_add take them by default: the figures that decide attention_kernels.BY_QUERY_DEVICES.
 --arithmetic 1 2 times each variant in each train.arithmetic (rpr_nmt/model/arithmetic.py) in the
-same rounds, a twin named "VARIANT a2" beside it; ratios stay to the baseline in arithmetic 1.
+same rounds, a twin named "VARIANT a2" beside it; each twin's ratios are to the baseline in its own
+arithmetic ("absolute a2"), so that a method's cost over the sinusoid reads the same in either.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def bench_precision(
         for a in arithmetics
     }
     which = {runner_name(v, a): (v, a) for v in configs for a in arithmetics}
+    base = {v: runner_name(BASELINE, a) for v, (_, a) in which.items()}  # same arithmetic
     for variant, runner in runners.items():  # warm-up: allocator, kernels (compiled: every shape)
         start = time.perf_counter()
         runner.run(batches if compile else batches[:2])
@@ -106,7 +108,7 @@ def bench_precision(
             tokens, seconds = runners[variant].run(chunk)
             speed[variant].append(tokens / seconds)
         for variant in runners:  # time variant / time baseline, on the same batches
-            ratios[variant].append(speed[BASELINE][-1] / speed[variant][-1])
+            ratios[variant].append(speed[base[variant]][-1] / speed[variant][-1])
         ceiling = ""
         if dtype is not None:  # the host's speed now, beside the round it times
             gflops = matmul_gflops(dtype, seconds=0.25)
@@ -131,9 +133,9 @@ def bench_precision(
             )
     if updates[BASELINE]:  # a stalled update (the machine's, not the model's) moves these least
         print(f"  {precision} per update over all rounds, median (fastest) ms; median ratio to "
-              f"{BASELINE} on the same batch: " + "; ".join(
+              f"{BASELINE} (in the same arithmetic) on the same batch: " + "; ".join(
                   f"{v} {statistics.median(t) * 1e3:.1f} ({min(t) * 1e3:.1f}) "
-                  f"{statistics.median(a / b for a, b in zip(t, updates[BASELINE])):.3f}"
+                  f"{statistics.median(a / b for a, b in zip(t, updates[base[v]])):.3f}"
                   for v, t in updates.items()), flush=True)  # fmt: skip
     if torch.device(device).type == "cuda":  # cudaFree + retry when the cache runs out: a stall
         stats = torch.cuda.memory_stats()
