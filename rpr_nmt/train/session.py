@@ -96,7 +96,7 @@ class TrainingSession:
         state.check_resumable(self.config, self.tokenizer.sha256, path)
         self.cfg.precision = resumed_precision(
             self.requested_precision, self.cfg.precision, state.config.train.precision,
-            self.ctx.device, log,
+            self.ctx.device, log, state.config.train.arithmetic or 1,
         )  # fmt: skip
         if self.cfg.arithmetic is None:  # train.arithmetic=null: the one the run trained in
             self.cfg.arithmetic = training_arithmetic(

@@ -190,22 +190,36 @@ def decode_settings(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
 
 
 def resumed_precision(
-    requested: str, resolved: str, trained_in: str, device: torch.device, log: logging.Logger
+    requested: str,
+    resolved: str,
+    trained_in: str,
+    device: torch.device,
+    log: logging.Logger,
+    arithmetic: int = 1,
 ) -> str:
     """The precision a resumed run continues in.
 
     An explicit train.precision is used as given. "auto" keeps the precision the run trained in
     (its checkpoint's), so that a run moved to another host does not change arithmetic halfway;
-    on a host without native bf16 a bf16 run resumes in bf16 with a warning that says so.
+    on a host without native bf16 a bf16 run resumes in bf16 with a warning that says so, and how
+    to go on in fp32: by train.precision=fp32 for a run of arithmetic 1 (`arithmetic`, the
+    checkpoint's), in a new run folder for one of arithmetic 2, whose fp32 would compute in 1.
     """
     if requested != "auto" or trained_in in (resolved, "auto"):
         return resolved
     support = bf16_support(device)
     if trained_in == "bf16" and not support.native:
+        fp32 = "pass train.precision=fp32 to continue in fp32"
+        if arithmetic != 1:  # fp32 computes in 1: check_resumed_arithmetic would refuse it
+            fp32 = (
+                f"it trained in arithmetic {arithmetic}, which fp32 does not compute: to train "
+                "in fp32, start a new run (hydra.run.dir=...) with train.precision=fp32"
+            )
         log.warning(
             "train.precision=auto: this run trained in bf16 and continues in bf16, but this host "
-            "computes bf16 slowly (%s); pass train.precision=fp32 to continue in fp32",
+            "computes bf16 slowly (%s); %s",
             support.reason,
+            fp32,
         )
     else:
         log.info("train.precision=auto: %s, the precision this run trained in", trained_in)

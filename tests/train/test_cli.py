@@ -125,14 +125,15 @@ def test_a_refused_rerun_leaves_the_runs_record_as_it_was(corpus, cache_dir, tmp
     # .hydra/, and rpr-nmt-report then labelled the run with the refused settings.
     run_dir = tmp_path / "sweep" / "one"
     args = tiny_overrides(corpus, cache_dir, run_dir, "train.evaluate_at_end=false")
-    done = run_train([*args, "train.max_steps=1"])
+    done = run_train([*args, "train.max_steps=1", "train.arithmetic=1"])
     assert done.returncode == 0, done.stderr[-3000:]
     record = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
     assert set(record) == {"config.yaml", "hydra.yaml", "overrides.yaml"}
     sessions = (run_dir / "sessions.jsonl").read_bytes()
     sweep = ["-m", *(o for o in args if "hydra." not in o)]
     sweep += [f"hydra.sweep.dir={run_dir.parent}", "hydra.sweep.subdir=one"]
-    # It trained in arithmetic 1 (the default; fp32 or bf16 as train.precision=auto resolves).
+    # It trained in arithmetic 1 (fp32 or bf16 as train.precision=auto resolves); the reruns give
+    # the presets' train.arithmetic=null, which resumes it in 1.
     arithmetic_2 = ("train.precision=bf16", "train.arithmetic=2")
     for refused, why in [
         ([*args, "train.max_steps=2", "model.max_relative_position=2"], "another model config"),

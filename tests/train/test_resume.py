@@ -62,7 +62,8 @@ def test_arithmetic_2_resumes_exactly_and_trains_its_own_numbers(corpus, cache_d
     train(compose_config(corpus, cache_dir, *two, "train.max_steps=6"), tmp_path / "a")
     train(compose_config(corpus, cache_dir, *two, "train.max_steps=3"), tmp_path / "b")
     train(compose_config(corpus, cache_dir, *two, "train.max_steps=6"), tmp_path / "b")
-    train(compose_config(corpus, cache_dir, *common, "train.max_steps=6"), tmp_path / "one")
+    one = (*common, "train.arithmetic=1")
+    train(compose_config(corpus, cache_dir, *one, "train.max_steps=6"), tmp_path / "one")
     a, b, one = (train_curve(tmp_path / name) for name in ("a", "b", "one"))
     assert a == b and len(a) == 6  # exactly equal, not approximately
     assert a[0] != one[0] and a != one  # the masks differ from the first update on

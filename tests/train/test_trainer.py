@@ -281,20 +281,33 @@ def test_auto_precision_is_resolved_recorded_and_kept_on_resume(
     summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=3"), run)
     assert summary["precision"] == "fp32" and summary["steps"] == 3
 
-    # A run that trained in bf16 resumes in bf16 on a host without it, and says so.
-    other = tmp_path / "bf16"
-    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=2"), other)
-    assert summary["precision"] == "bf16"
-    monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: EMULATED)
+    # A run that trained in bf16 resumes in bf16 on a host without it, and says so; the way to
+    # fp32 it names depends on its arithmetic (fp32 computes arithmetic 1).
     caplog.set_level("WARNING")
-    summary = train(compose_config(corpus, cache_dir, *short, "train.max_steps=3"), other)
-    assert summary["precision"] == "bf16"
-    assert any("trained in bf16 and continues in bf16" in r.getMessage() for r in caplog.records)
-    # An explicit setting is used as given.
+    for arithmetic, way in (
+        ("1", "pass train.precision=fp32 to continue in fp32"),
+        ("null", "trained in arithmetic 2, which fp32 does not compute"),
+    ):
+        monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: NATIVE)
+        other, chosen = tmp_path / f"bf16_{arithmetic}", f"train.arithmetic={arithmetic}"
+        summary = train(
+            compose_config(corpus, cache_dir, *short, chosen, "train.max_steps=2"), other
+        )
+        assert summary["precision"] == "bf16"
+        monkeypatch.setattr(precision, "_cpu_bf16_support", lambda: EMULATED)
+        caplog.clear()
+        summary = train(
+            compose_config(corpus, cache_dir, *short, chosen, "train.max_steps=3"), other
+        )
+        assert summary["precision"] == "bf16"
+        warned = [r.getMessage() for r in caplog.records if "continues in bf16" in r.getMessage()]
+        assert len(warned) == 1 and way in warned[0]
+    # An explicit setting is used as given (in arithmetic 1, which fp32 computes).
     summary = train(
-        compose_config(corpus, cache_dir, *short[1:], "train.precision=fp32", "train.max_steps=4"),
-        other,
-    )
+        compose_config(corpus, cache_dir, *short[1:], "train.precision=fp32", "train.arithmetic=1",
+                       "train.max_steps=4"),
+        tmp_path / "bf16_1",
+    )  # fmt: skip
     assert summary["precision"] == "fp32"
 
 
