@@ -166,29 +166,38 @@ def test_no_claims_without_the_papers_model():
 WORDS = "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 
 
+def two_model_sweep(
+    tmp_path: Path, short: list[str], long: list[str], **data: int
+) -> tuple[Path, bytes]:
+    """tmp_path/sweep: Shaw k = 16 and the sinusoid, seeds 1 and 2, on a test set of `short` then
+    `long` sources (also their references); both translate the short ones, and on the long ones
+    the sinusoid loses every second word. Returns the sweep and its BPE model."""
+    corpus = tmp_path / "tiny"
+    corpus.mkdir()
+    for lang in ("en", "de"):
+        (corpus / f"test.{lang}").write_text("\n".join(short + long) + "\n")
+    proto = train_bpe(short + long + WORDS, vocab_size=40, character_coverage=1.0)
+    cfg = asdict(DataConfig(root=str(corpus), test_split="test", **data))
+    sweep = tmp_path / "sweep"
+    for name, model in (
+        ("relative_k16", {**REFERENCE, "sinusoidal": False}),
+        ("absolute", {"max_relative_position": 0, "sinusoidal": True}),
+    ):
+        for seed in (1, 2):
+            lost = [" ".join(s.split()[::2]) for s in long] if model["sinusoidal"] else long
+            config = {"data": cfg, "model": model, "train": {"seed": seed}}
+            overrides = [f"positions={name}", f"train.seed={seed}"]
+            write_run_folder(sweep, overrides, config, {"test_bleu": 50.0}, hyps=short + lost,
+                             bpe=proto)  # fmt: skip
+    return sweep, proto
+
+
 def test_the_length_report_judges_unseen_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Both models translate the short sources perfectly; on the long ones (longer than the
     # training cap) the absolute model loses every second word, the relative one keeps them.
     short = [" ".join(WORDS[i : i + 4]) for i in range(12)]
     long = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(12)]
-    data = tmp_path / "tiny"
-    data.mkdir()
-    for lang in ("en", "de"):
-        (data / f"test.{lang}").write_text("\n".join(short + long) + "\n")
-    proto = train_bpe(short + long + WORDS, vocab_size=40, character_coverage=1.0)
-    cfg = asdict(DataConfig(root=str(data), test_split="test", max_train_source_tokens=12))
-    sweep = tmp_path / "sweep"
-    for positions_name, model in (
-        ("relative_k16", {**REFERENCE, "sinusoidal": False}),
-        ("absolute", {"max_relative_position": 0, "sinusoidal": True}),
-    ):
-        for seed in (1, 2):
-            overrides = [f"positions={positions_name}", f"train.seed={seed}"]
-            config = {"data": cfg, "model": model, "train": {"seed": seed}}
-            hyps = short + (
-                long if model["sinusoidal"] is False else [" ".join(s.split()[::2]) for s in long]
-            )
-            write_run_folder(sweep, overrides, config, {"test_bleu": 50.0}, hyps=hyps, bpe=proto)
+    sweep, proto = two_model_sweep(tmp_path, short, long, max_train_source_tokens=12)
 
     reads: list[str] = []  # every read of a split of the corpus, through the report's CorpusText
     read = rpr_nmt.data.read_parallel_text
@@ -242,23 +251,7 @@ def test_without_a_training_cap_the_last_bucket_judges_the_claims_on_long_senten
     # (the last bucket, from 13 BPE tokens) the sinusoid loses every second word.
     short = [" ".join(WORDS[i : i + 3]) for i in range(12)]
     long = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(12)]
-    data = tmp_path / "tiny"
-    data.mkdir()
-    for lang in ("en", "de"):
-        (data / f"test.{lang}").write_text("\n".join(short + long) + "\n")
-    proto = train_bpe(short + long + WORDS, vocab_size=40, character_coverage=1.0)
-    cfg = asdict(DataConfig(root=str(data), test_split="test"))
-    sweep = tmp_path / "sweep"
-    for name, model in (
-        ("relative_k16", {**REFERENCE, "sinusoidal": False}),
-        ("absolute", {"max_relative_position": 0, "sinusoidal": True}),
-    ):
-        for seed in (1, 2):
-            lost = [" ".join(s.split()[::2]) for s in long] if model["sinusoidal"] else long
-            config = {"data": cfg, "model": model, "train": {"seed": seed}}
-            overrides = [f"positions={name}", f"train.seed={seed}"]
-            write_run_folder(sweep, overrides, config, {"test_bleu": 50.0}, hyps=short + lost,
-                             bpe=proto)  # fmt: skip
+    sweep, proto = two_model_sweep(tmp_path, short, long)
     tokenizer = Tokenizer.from_proto(proto)
     longest_short = max(len(tokenizer.encode(s)) for s in short)
     assert longest_short < 13 <= min(len(tokenizer.encode(s)) for s in long)
