@@ -1,6 +1,7 @@
 """Settings and splits refused before training, in one line: a seed numpy cannot take, data
 settings that pass their range checks as NaN or as a negative cap, and a valid or test split that
-training or the evaluation at its end could not use."""
+training or the evaluation at its end could not use; and a run tuned on the valid split
+(train.evaluate_test=false), which decodes no test split until asked."""
 
 from __future__ import annotations
 
@@ -111,3 +112,17 @@ def test_an_empty_split_of_named_files_is_named_by_its_files():
 
     data = DataConfig(source="files", root="/corpus", files={"valid": [["a.en.gz", "a.de.gz"]]})
     assert _where(data, "valid") == "a.en.gz and a.de.gz under /corpus"
+
+
+def test_a_run_tuned_on_valid_decodes_no_test_until_asked(corpus, cache_dir, tmp_path):
+    run, common = tmp_path / "run", ("train.max_steps=2", "train.valid_bleu=false")
+    tuned = train(compose_config(corpus, cache_dir, *common, "train.evaluate_test=false"), run)
+    assert "valid_bleu" in tuned and not any(key.startswith("test_") for key in tuned)
+    assert (run / "eval_valid.json").is_file() and not (run / "eval_test.json").exists()
+    assert tuned["evaluated_setup"]["test"] is False
+    rerun = train(compose_config(corpus, cache_dir, *common, "train.evaluate_test=false"), run)
+    assert rerun == tuned  # the summary kept: nothing decoded again
+    chosen = train(compose_config(corpus, cache_dir, *common), run)  # the test set, once
+    assert chosen["steps"] == 2 and chosen["valid_bleu"] == tuned["valid_bleu"]
+    assert (run / "eval_test.json").is_file() and "test_bleu" in chosen
+    assert "test" not in chosen["evaluated_setup"]  # as every run that scores its test set

@@ -145,20 +145,6 @@ def test_a_finished_run_rerun_keeps_its_evaluation_until_decoding_changes(
     assert len(calls) == 3
 
 
-def test_a_run_tuned_on_valid_decodes_no_test_until_asked(corpus, cache_dir, tmp_path):
-    run, common = tmp_path / "run", ("train.max_steps=2", "train.valid_bleu=false")
-    tuned = train(compose_config(corpus, cache_dir, *common, "train.evaluate_test=false"), run)
-    assert "valid_bleu" in tuned and not any(key.startswith("test_") for key in tuned)
-    assert (run / "eval_valid.json").is_file() and not (run / "eval_test.json").exists()
-    assert tuned["evaluated_setup"]["test"] is False
-    rerun = train(compose_config(corpus, cache_dir, *common, "train.evaluate_test=false"), run)
-    assert rerun == tuned  # the summary kept: nothing decoded again
-    chosen = train(compose_config(corpus, cache_dir, *common), run)  # the test set, once
-    assert chosen["steps"] == 2 and chosen["valid_bleu"] == tuned["valid_bleu"]
-    assert (run / "eval_test.json").is_file() and "test_bleu" in chosen
-    assert "test" not in chosen["evaluated_setup"]  # as every run that scores its test set
-
-
 def test_sigterm_sets_the_stop_flag_and_the_old_handler_returns():
     before = signal.getsignal(signal.SIGTERM)
     with StopSignals() as stop:
