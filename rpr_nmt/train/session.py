@@ -33,7 +33,12 @@ from rpr_nmt.train.monitor import peak_memory_mb, write_summary
 from rpr_nmt.train.provenance import code_record, read_sessions
 from rpr_nmt.train.runtime import RunTime
 from rpr_nmt.train.schedule import Schedule, cooldown_factor
-from rpr_nmt.train.setup import check_resumed_arithmetic, resumed_precision, training_arithmetic
+from rpr_nmt.train.setup import (
+    check_resumed_arithmetic,
+    resumed_precision,
+    trained_arithmetic,
+    training_arithmetic,
+)
 from rpr_nmt.train.signals import Clock, StopRequest
 from rpr_nmt.train.step import autocast_factory
 
@@ -94,14 +99,13 @@ class TrainingSession:
             return
         state = load_checkpoint(path)
         state.check_resumable(self.config, self.tokenizer.sha256, path)
+        trained_in = trained_arithmetic(state.config.train)
         self.cfg.precision = resumed_precision(
             self.requested_precision, self.cfg.precision, state.config.train.precision,
-            self.ctx.device, log, state.config.train.arithmetic or 1,
+            self.ctx.device, log, trained_in,
         )  # fmt: skip
         if self.cfg.arithmetic is None:  # train.arithmetic=null: the one the run trained in
-            self.cfg.arithmetic = training_arithmetic(
-                state.config.train.arithmetic or 1, state.config.train.precision
-            )
+            self.cfg.arithmetic = trained_in
         check_resumed_arithmetic(state.config.train, self.cfg.precision, self.cfg.arithmetic, path)
         if (before := state.config.train.precision) != self.cfg.precision:  # sessions.jsonl too
             log.warning("this run trained in %s and continues in %s from update %d", before,

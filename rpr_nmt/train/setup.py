@@ -226,6 +226,12 @@ def resumed_precision(
     return trained_in
 
 
+def trained_arithmetic(trained: TrainConfig) -> int:
+    """The arithmetic a checkpoint's weights trained in: its saved train.arithmetic, 1 in fp32
+    (checkpoints from before the setting read as 1)."""
+    return training_arithmetic(trained.arithmetic, trained.precision)
+
+
 def check_resumed_arithmetic(
     trained: TrainConfig, precision: str, arithmetic: int, path: Path
 ) -> None:
@@ -244,7 +250,7 @@ def check_resumed_arithmetic(
             (resumed_precision) and train.arithmetic as given.
         path: the checkpoint, named in the message.
     """
-    before = training_arithmetic(trained.arithmetic, trained.precision)
+    before = trained_arithmetic(trained)
     now = training_arithmetic(arithmetic, precision)
     if before == now:
         return
