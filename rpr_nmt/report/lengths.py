@@ -31,8 +31,10 @@ from rpr_nmt.report.significance import TESTS, report_bleu
 from rpr_nmt.report.stats import STATS_LEGEND, format_stats, seed_stats
 from rpr_nmt.report.sweep import Row, group_runs, reference_row
 from rpr_nmt.report.unseen_lengths import (
+    compare_by_baseline,
     compare_unseen_lengths,
     long_sentences,
+    seed_bleu,
     unseen_length_section,
     unseen_outputs,
 )
@@ -332,22 +334,15 @@ def write_length_report(
     if cap is not None and test:
         outputs = {row.setting: unseen_outputs(row, cap, corpus) for row in rows}
         paired = dict(test=test, n_samples=n_samples)  # the significance test's settings
-        past_cap = {  # each setting's BLEU past the cap, one per seed
-            setting: [report_bleu(h, r, lang) for _, h, r, lang in found]
-            for setting, found in outputs.items()
-        }
+        past_cap = seed_bleu(outputs)  # each setting's BLEU past the cap, one per seed
         against_baseline = compare_unseen_lengths(outputs, baseline.setting, **paired)
         text += unseen_length_section(rows, past_cap, baseline, against_baseline, cap, **paired)
         compared, n = against_baseline
-        by_baseline = {baseline.setting: compared}  # each claim against its own baseline
-        needed = comparisons_needed(PAST_CAP_CLAIMS, rows)
+        needed = comparisons_needed(PAST_CAP_CLAIMS, rows)  # each claim against its own baseline
         for setting, (both, *placed) in placement.comparisons_needed(rows).items():
             group = needed.setdefault(setting, [both])  # and each placement against "both"
             group += [row for row in placed if row not in group]
-        for setting, chosen in needed.items():
-            if setting not in by_baseline:
-                chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
-                by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
+        by_baseline = compare_by_baseline(outputs, needed, {baseline.setting: compared}, **paired)
         scope = f"on the {n} test sentences longer than {cap} BPE tokens"
         text += placement.placement_section(
             rows, by_baseline, values=lambda row: past_cap[row.setting], scope=scope

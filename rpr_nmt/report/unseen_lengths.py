@@ -38,6 +38,31 @@ def unseen_outputs(row: Row, cap: int, text: CorpusText) -> list[SeedOutput]:
     return found
 
 
+def seed_bleu(outputs: dict[str, list[SeedOutput]]) -> dict[str, list[float]]:
+    """Each setting's BLEU on the chosen sentences (`outputs`: unseen_outputs by setting), one per
+    seed."""
+    return {
+        setting: [report_bleu(h, r, lang) for _, h, r, lang in found]
+        for setting, found in outputs.items()
+    }
+
+
+def compare_by_baseline(
+    outputs: dict[str, list[SeedOutput]],
+    needed: dict[str, list[Row]],
+    by_baseline: dict[str, dict[str, Comparison]],
+    **paired: object,
+) -> dict[str, dict[str, Comparison]]:
+    """`by_baseline` completed with each baseline setting of `needed` it lacks (verdicts'
+    comparisons_needed: a baseline's setting -> the rows compared with it): its rows' paired tests
+    against it on `outputs` (compare_unseen_lengths with `paired`)."""
+    for setting, chosen in needed.items():
+        if setting not in by_baseline:
+            chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
+            by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
+    return by_baseline
+
+
 def compare_unseen_lengths(
     outputs: dict[str, list[SeedOutput]], baseline: str, *, test: str = "bs", n_samples: int = 0
 ) -> tuple[dict[str, Comparison], int]:
@@ -72,10 +97,8 @@ def unseen_length_section(
     BPE tokens (a sweep without a training cap; `bleu` and `compared` on those)."""
     compared, n = compared
     samples = n_samples or DEFAULT_SAMPLES[test]
-    title, which = (
-        "Past the training lengths",
-        (f"whose source is longer than {cap} BPE tokens, which no training source was"),
-    )
+    title = "Past the training lengths"
+    which = f"whose source is longer than {cap} BPE tokens, which no training source was"
     if long_from is not None:
         title = "Long sentences"
         which = f"whose source has at least {long_from} BPE tokens (the last length bucket)"
@@ -114,18 +137,12 @@ def long_sentences(
     outputs = {row.setting: unseen_outputs(row, long_from - 1, corpus) for row in rows}
     if not any(refs for found in outputs.values() for _, _, refs, _ in found):
         return "", []
-    compared = compare_unseen_lengths(outputs, baseline.setting, test=test, n_samples=n_samples)
-    bleu = {  # each setting's BLEU on those sentences, one per seed
-        setting: [report_bleu(h, r, lang) for _, h, r, lang in found]
-        for setting, found in outputs.items()
-    }
     paired = dict(test=test, n_samples=n_samples)
+    compared = compare_unseen_lengths(outputs, baseline.setting, **paired)
+    bleu = seed_bleu(outputs)
     text = unseen_length_section(rows, bleu, baseline, compared, 0, **paired, long_from=long_from)
-    by_baseline = {baseline.setting: compared[0]}  # each claim against its own baseline
-    for setting, chosen in comparisons_needed(LONG_CLAIMS, rows).items():
-        if setting not in by_baseline:
-            chosen_outputs = {row.setting: outputs[row.setting] for row in chosen}
-            by_baseline[setting] = compare_unseen_lengths(chosen_outputs, setting, **paired)[0]
+    needed = comparisons_needed(LONG_CLAIMS, rows)  # each claim against its own baseline
+    by_baseline = compare_by_baseline(outputs, needed, {baseline.setting: compared[0]}, **paired)
     scope = f"on the {compared[1]} test sentences of at least {long_from} BPE tokens"
     verdicts = judge_claims(LONG_CLAIMS, rows, by_baseline, f"BLEU {scope}")
     return text + claims_section(verdicts, TESTS[test]), verdicts
