@@ -23,6 +23,7 @@ SCRIPTS = Path(__file__).parents[2] / "scripts"
         ("bench_dropout_mask.py", ["--rounds", "-1"], "--rounds -1"),
         ("bench_attention.py", ["--layer-rounds", "0"], "--layer-rounds 0"),
         ("bench_gemm_shapes.py", ["--rounds", "0"], "--rounds 0"),
+        ("bench_products_in_place.py", ["--rounds", "0"], "--rounds 0"),
         ("profile_train.py", ["--steps", "0"], "--steps 0"),
         ("bench_decode.py", ["--sentences", "0"], "--sentences 0"),
         ("bench_decode.py", ["--sentences", "-5"], "--sentences -5"),
