@@ -4,7 +4,8 @@
 
 A tuning run (experiment=tune_news, or any run with train.evaluate_test=false) changes one or a
 few settings of a recipe and is judged on the validation split alone. Each run folder under the
-given sweep folders (or a run folder itself) gives one row: its overrides less those every row
+given sweep folders (or a run folder itself; or a copy collected by rpr-nmt-report --collect)
+gives one row: its overrides less those every row
 shares, updates, training minutes and threads, source + target tokens per second, the best
 validation loss, and the final validation BLEU (sacrebleu 13a; with the decoding of
 train_summary.json, beam 4 by default) beside its tokenised, compound-split BLEU. An unfinished
@@ -30,14 +31,19 @@ class TuningError(Exception):
     """A folder or run that cannot be tabled; the message names it and says what to do."""
 
 
+def is_run(path: Path) -> bool:
+    """A run folder: a trainer's (train.log) or a collected copy (train_summary.json)."""
+    return (path / "train.log").is_file() or (path / "train_summary.json").is_file()
+
+
 def run_folders(paths: list[Path]) -> list[Path]:
-    """The run folders (those with a train.log) of each path: the path itself or its children."""
+    """The run folders of each path: the path itself or its children."""
     found: list[Path] = []
     for path in paths:
-        if (path / "train.log").is_file():
+        if is_run(path):
             found.append(path)
             continue
-        runs = sorted(p for p in path.glob("*") if (p / "train.log").is_file())
+        runs = sorted(p for p in path.glob("*") if is_run(p))
         if not runs:
             raise TuningError(f"{path}: no run folder (one with a train.log) in it")
         found.extend(runs)

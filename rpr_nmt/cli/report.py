@@ -36,7 +36,7 @@ from rpr_nmt.report.lengths import (
     check_splits,
 )
 from rpr_nmt.report.retrained import write_retraining_report
-from rpr_nmt.report.runs import CorpusText
+from rpr_nmt.report.runs import CorpusText, check_not_tuning
 from rpr_nmt.report.sweep import find_runs, group_runs, read_test_output, reference_row
 
 
@@ -206,7 +206,10 @@ def _collect(source: str, into: str | None) -> int:
     print(f"collected {len(collected)} runs into {target}:")
     for run in collected:
         print(f"  {run}")
-    print(f"report: rpr-nmt-report {target}")
+    if any(run.tuning for run in find_runs(target)):
+        print(f"table: python scripts/tuning_table.py {target}")
+    else:
+        print(f"report: rpr-nmt-report {target}")
     return 0
 
 
@@ -238,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             _collect(args.collect, args.into)
         for sweep_dir in args.sweep_dirs:
             lengths, corpus = "", CorpusText()  # the sweep's corpus, read once for both reports
+            check_not_tuning(find_runs(sweep_dir), sweep_dir)  # before anything is written
             if args.by_length:  # first, so that a missing file leaves the folder as it was
                 runs = find_runs(sweep_dir)
                 if args.baseline:  # a setting of the sweep? (ValueError naming them if not)

@@ -3,8 +3,9 @@
     rpr-nmt-report --collect runs/sweeps/ablate_k_multi30k_en_de    # -> results/ablate_k_.../
     rpr-nmt-report results/ablate_k_multi30k_en_de [--by-length]
 
-For every finished run (train_summary.json written and its test split evaluated) the collection
-copies into results/<sweep>/<run>/, <run> being the run folder's path inside the sweep:
+For every finished run (train_summary.json written and its test split evaluated, or its
+validation split for a tuning run, train.evaluate_test=false) the collection copies into
+results/<sweep>/<run>/, <run> being the run folder's path inside the sweep:
 
     .hydra/config.yaml .hydra/overrides.yaml   the composed config (unresolved) and the overrides
     train_summary.json                         the trainer's summary (BLEU, chrF, steps, speed)
@@ -117,8 +118,8 @@ def collect_results(
         )
     planned: dict[Path, Run] = {}  # target folder -> the run copied there
     for run in runs:
-        if not (run.path / f"hyp_{run.test_split}.txt").is_file():
-            log(f"skipped {run.path}: no hyp_{run.test_split}.txt (the run did not evaluate)")
+        if not (run.path / f"hyp_{run.scored_split}.txt").is_file():
+            log(f"skipped {run.path}: no hyp_{run.scored_split}.txt (the run did not evaluate)")
             continue
         if run.unfinished:  # its hyp files, if any, are of an earlier session
             log(

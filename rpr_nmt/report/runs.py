@@ -67,6 +67,19 @@ class Run:
         """The split the run was tested on (data.test_split)."""
         return str(self.config.get("data", {}).get("test_split", "test"))
 
+    @property
+    def tuning(self) -> bool:
+        """Trained with train.evaluate_test=false: judged on its validation split alone."""
+        return self.config.get("train", {}).get("evaluate_test", True) is False
+
+    @property
+    def scored_split(self) -> str:
+        """The split whose hypotheses show that the run evaluated: its test split, or its
+        validation split for a tuning run."""
+        if self.tuning:
+            return str(self.config.get("data", {}).get("valid_split", "valid"))
+        return self.test_split
+
     @cached_property
     def flat_config(self) -> dict[str, Any]:
         """The resolved config as dotted keys: {"model.max_relative_position": 16, ...}
@@ -191,6 +204,18 @@ def find_runs(sweep_dir: str | Path) -> list[Run]:
             ) from None
         runs.append(Run(run_dir, [str(o) for o in overrides], config, summary))
     return runs
+
+
+def check_not_tuning(runs: Sequence[Run], sweep_dir: str | Path) -> None:
+    """Refuse tuning runs (train.evaluate_test=false): they hold no test hypotheses to report,
+    and their table is scripts/tuning_table.py's."""
+    tuning = [run for run in runs if run.tuning]
+    if tuning:
+        raise ValueError(
+            f"{tuning[0].path}: a tuning run (train.evaluate_test=false), scored on its "
+            f"validation split alone; table the tuning runs with `python scripts/tuning_table.py "
+            f"{sweep_dir}`, and report on runs that scored their test split"
+        )
 
 
 def check_same_arithmetic(runs: Sequence[Run]) -> None:

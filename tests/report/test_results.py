@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig
@@ -267,3 +268,42 @@ def test_collect_skips_a_run_stopped_by_a_signal(published, tmp_path, capsys):
     assert main(["--collect", str(sweep), "--into", str(results)]) == 0
     assert f"skipped {run}: stopped before its budget" in capsys.readouterr().err
     assert not (results / run.name).exists()
+
+
+def test_collect_takes_a_tuning_run_by_its_validation_split(published, tmp_path):
+    sweep, _, tokenizer = published
+    tuning = sweep.parent / "tune"
+    bpe = train_bpe(TEST + WORDS, vocab_size=40, character_coverage=1.0)
+    run = write_run(tuning, 16, 1, bpe, 40.0)
+    config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+    config["train"]["evaluate_test"] = False  # a tuning run: no test hypotheses
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "hyp_test.txt").unlink()
+    (run / "eval_test.json").unlink()
+    results = tmp_path / "results" / "tune"
+    assert main(["--collect", str(tuning), "--into", str(results)]) == 0
+    copy = results / run.name
+    files = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
+    assert files == [
+        ".hydra/config.yaml", ".hydra/overrides.yaml", "hyp_valid.txt", "src_lengths_valid.txt",
+        "train_summary.json",
+    ]  # fmt: skip
+    lengths = [int(n) for n in (copy / "src_lengths_valid.txt").read_text().split()]
+    assert lengths == [len(tokenizer.encode(s)) for s in SHORT[:3]]
+
+
+def test_a_folder_of_tuning_runs_is_tabled_not_reported(published, tmp_path, capsys):
+    sweep, _, _ = published
+    for run in sweep.iterdir():
+        config_path = run / ".hydra" / "config.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        config["train"]["evaluate_test"] = False
+        config_path.write_text(yaml.safe_dump(config))
+    assert main([str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "a tuning run (train.evaluate_test=false)" in err and err.count("\n") == 1
+    assert f"python scripts/tuning_table.py {sweep}" in err
+    assert not (sweep / "report.md").exists()
+    results = tmp_path / "results" / "tuned"
+    assert main(["--collect", str(sweep), "--into", str(results)]) == 0
+    assert f"table: python scripts/tuning_table.py {results}" in capsys.readouterr().out

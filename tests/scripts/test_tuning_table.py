@@ -65,3 +65,12 @@ def test_a_folder_without_runs_is_named(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"tuning_table: {tmp_path / 'nothing'}: no run folder (one with a train.log) in it\n"
     )
+
+
+def test_a_collected_copy_without_its_log_is_a_run(tmp_path, capsys):
+    run = make_run(tmp_path, "a", ["model.dropout=0.3"], summary(12.25))
+    (run / "train.log").unlink()  # rpr-nmt-report --collect copies no logs
+    make_run(tmp_path, "b", ["model.dropout=0.1"], summary(10.5))
+    assert tuning.main([str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "| model.dropout" in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| model.dropout=0.3", "| model.dropout=0.1"]
