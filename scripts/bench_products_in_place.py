@@ -16,7 +16,9 @@ distinct (op, shapes, strides) is then replayed alone, four ways:
 - same layout, cold: alone, operands with the update's strides, after a buffer larger than the
   caches has been written (as in the update, where the operands come from memory);
 - same layout, hot: alone, the same operands called again and again;
-- contiguous, hot: alone, on contiguous operands of the same shapes (bench_gemm_shapes.py's way).
+- contiguous, hot: alone, on contiguous operands of the same shapes (bench_gemm_shapes.py's way);
+- copied, hot: alone, each strided operand copied contiguous, then the product, the copy timed
+  (what making the operands contiguous where the update calls the product would cost).
 
 So in place - cold is what the update's context costs beyond memory (the core's state, the
 threads), cold - hot what fetching the operands from memory costs, hot - contiguous what the
@@ -84,17 +86,24 @@ def operands(key: Key, contiguous: bool) -> list[torch.Tensor]:
     return made
 
 
-def replay(key: Key, contiguous: bool, flush: torch.Tensor | None, calls: int = 7) -> float:
-    """Median seconds of the product alone; `flush` (if given) is written before each call."""
+def replay(
+    key: Key, contiguous: bool, flush: torch.Tensor | None, calls: int = 7, copy: bool = False
+) -> float:
+    """Median seconds of the product alone; `flush` (if given) is written before each call; with
+    `copy`, each operand that is not contiguous is copied contiguous first, inside the time."""
     fn = {"mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm}[key[0]]
     args = operands(key, contiguous)
-    fn(*args)
+
+    def call() -> None:
+        fn(*[a.contiguous() for a in args] if copy else args)
+
+    call()
     times = []
     for _ in range(calls):
         if flush is not None:
             flush.add_(1.0)
         start = time.perf_counter()
-        fn(*args)
+        call()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -136,7 +145,7 @@ def main() -> None:
                     arithmetic=args.arithmetic)  # fmt: skip
     flush = torch.zeros(args.flush_mib * 2**18)  # float32: 4 bytes each
     runner.run([batches[0]])  # warm-up
-    ways = ("in place", "same layout, cold", "same layout, hot", "contiguous, hot")
+    ways = ("in place", "same layout, cold", "same layout, hot", "contiguous, hot", "copied, hot")
     per_call: dict[Key, dict[str, list[float]]] = {}
     totals: dict[str, list[float]] = {w: [] for w in ways}
     updates: list[float] = []
@@ -153,6 +162,7 @@ def main() -> None:
             row["same layout, cold"].append(replay(key, False, flush))
             row["same layout, hot"].append(replay(key, False, None))
             row["contiguous, hot"].append(replay(key, True, None))
+            row["copied, hot"].append(replay(key, False, None, copy=True))
             for w in ways:
                 round_total[w] += calls[key] * row[w][-1]
         for w in ways:
@@ -184,6 +194,23 @@ def main() -> None:
         f"{med['same layout, hot'] - med['contiguous, hot']:+,.0f} ms, operands from memory "
         f"{med['same layout, cold'] - med['same layout, hot']:+,.0f} ms, and the update's context "
         f"beyond that {med['in place'] - med['same layout, cold']:+,.0f} ms."
+    )
+    paying = {
+        key: total(key, "same layout, hot") - total(key, "copied, hot")
+        for key in per_call
+        if total(key, "copied, hot") < total(key, "same layout, hot")
+    }
+    print(
+        f"Copying the strided operands contiguous first (copy timed) pays for {len(paying)} of "
+        f"{len(per_call)} products, saving {sum(paying.values()):.1f} ms per update (hot): "
+        + (
+            ", ".join(
+                f"{describe(k)} {v:.1f} ms"
+                for k, v in sorted(paying.items(), key=lambda kv: -kv[1])[:5]
+            )
+            or "none"
+        )
+        + "."
     )
 
 

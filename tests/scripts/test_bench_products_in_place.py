@@ -40,3 +40,16 @@ def test_a_replayed_product_keeps_the_layout_unless_asked_for_contiguous_operand
     sliced = ("mm", torch.float32, (((6, 4), (8, 1)), ((4, 5), (5, 1))))  # every other row
     assert in_place.describe(sliced) == "mm 6x4~ @ 4x5"
     assert in_place.replay(sliced, contiguous=False, flush=torch.zeros(16), calls=3) > 0
+
+
+def test_a_replay_with_copies_makes_each_strided_operand_contiguous_first(monkeypatch):
+    seen = []
+    monkeypatch.setattr(
+        torch, "mm", lambda a, b: seen.append((a.is_contiguous(), b.is_contiguous()))
+    )
+    key = ("mm", torch.float32, (((6, 4), (1, 6)), ((4, 5), (5, 1))))  # the first transposed
+    in_place.replay(key, contiguous=False, flush=None, calls=2, copy=True)
+    assert seen and all(pair == (True, True) for pair in seen)
+    seen.clear()
+    in_place.replay(key, contiguous=False, flush=None, calls=2)
+    assert seen and all(pair == (False, True) for pair in seen)
