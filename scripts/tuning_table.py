@@ -7,7 +7,8 @@ few settings of a recipe and is judged on the validation split alone. Each run f
 given sweep folders (or a run folder itself; or a copy collected by rpr-nmt-report --collect)
 gives one row: its overrides less those every row
 shares, updates, training minutes and threads, source + target tokens per second, the best
-validation loss, and the final validation BLEU (sacrebleu 13a; with the decoding of
+validation loss, peak resident memory with the C allocator that served it, and the final
+validation BLEU (sacrebleu 13a; with the decoding of
 train_summary.json, beam 4 by default) beside its tokenised, compound-split BLEU. An unfinished
 run is listed with the update it reached and no BLEU. A run that also scored its test split is
 refused: a recipe's tuning table holds no test figure (score the test set once, after the choice).
@@ -77,6 +78,7 @@ def run_row(run: Path) -> dict[str, Any]:
             "alone (train with train.evaluate_test=false)"
         )
     threads = {s.get("host", {}).get("threads") for s in summary.get("sessions", [])}
+    allocators = {s.get("host", {}).get("allocator") for s in summary.get("sessions", [])}
     return {
         **row,
         "finished": "valid_bleu" in summary,
@@ -84,6 +86,8 @@ def run_row(run: Path) -> dict[str, Any]:
         "minutes": summary.get("train_seconds", 0.0) / 60,
         "threads": ",".join(str(t) for t in sorted(threads - {None})) or "?",
         "tok_s": summary.get("train_tokens_per_sec"),
+        "peak_gib": (summary.get("peak_memory_mb") or 0.0) / 1024,
+        "allocator": ",".join(sorted(allocators - {None})) or "?",
         "loss": summary.get("best_valid_loss"),
         "bleu": summary.get("valid_bleu"),
         "tok_bleu": summary.get("valid_tokenized_bleu"),
@@ -108,18 +112,19 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"Shared by every run: {', '.join(sorted(shared)) or 'nothing'}",
         "",
-        "| changed | updates | minutes (threads) | tok/s | best valid loss | valid BLEU "
-        "| valid BLEU tok. |",
-        "|---|---|---|---|---|---|---|",
+        "| changed | updates | minutes (threads) | tok/s | peak GiB (allocator) "
+        "| best valid loss | valid BLEU | valid BLEU tok. |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in done + rest:
         changed = ", ".join(o for o in r["overrides"] if o not in shared) or "(the shared recipe)"
         if not r["finished"]:
-            lines.append(f"| {changed} | {r['steps'] or 0} (running or stopped) | | | | | |")
+            lines.append(f"| {changed} | {r['steps'] or 0} (running or stopped) | | | | | | |")
             continue
         lines.append(
             f"| {changed} | {r['steps']:,} | {r['minutes']:.0f} ({r['threads']}) "
-            f"| {r['tok_s']:,.0f} | {r['loss']:.4f} | {r['bleu']:.2f} | {r['tok_bleu']:.2f} |"
+            f"| {r['tok_s']:,.0f} | {r['peak_gib']:.1f} ({r['allocator']}) | {r['loss']:.4f} "
+            f"| {r['bleu']:.2f} | {r['tok_bleu']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

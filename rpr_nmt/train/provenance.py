@@ -77,11 +77,29 @@ def cpu_name() -> str:
 
 def host_record(device: torch.device | str = "cpu") -> dict[str, Any]:
     """Where a session trains: {"device": the GPU's name or "cpu", "cpu": the CPU's model name,
-    "kind": rpr_nmt.precision.cpu_kind(), "threads": torch's CPU threads}."""
+    "kind": rpr_nmt.precision.cpu_kind(), "threads": torch's CPU threads, "allocator": the C heap
+    allocator (allocator_name)}."""
     device = torch.device(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     threads = torch.get_num_threads()
-    return {"device": name, "cpu": cpu_name(), "kind": cpu_kind(), "threads": threads}
+    return {
+        "device": name, "cpu": cpu_name(), "kind": cpu_kind(), "threads": threads,
+        "allocator": allocator_name(),
+    }  # fmt: skip
+
+
+def allocator_name(maps: Path = Path("/proc/self/maps")) -> str:
+    """The C heap allocator serving this process: "jemalloc" or "tcmalloc" when one is loaded
+    (LD_PRELOAD), else "system" (glibc's malloc on Linux). A CPU run's resident memory depends on
+    it (docs/usage.md, "Memory over a long run")."""
+    try:
+        loaded = maps.read_text()
+    except OSError:
+        return "system"
+    for name in ("jemalloc", "tcmalloc"):
+        if f"lib{name}" in loaded:
+            return name
+    return "system"
 
 
 def host_label(session: dict[str, Any]) -> str:

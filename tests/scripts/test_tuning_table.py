@@ -30,7 +30,9 @@ def summary(bleu: float, **extra) -> dict:
     return {
         "steps": 2200, "train_seconds": 3000.0, "train_tokens_per_sec": 9000.0,
         "best_valid_loss": 4.5, "valid_bleu": bleu, "valid_tokenized_bleu": bleu + 0.4,
-        "sessions": [{"host": {"threads": 1}}, {"host": {"threads": 2}}], **extra,
+        "peak_memory_mb": 3072.0,
+        "sessions": [{"host": {"threads": 1, "allocator": "jemalloc"}}, {"host": {"threads": 2}}],
+        **extra,
     }  # fmt: skip
 
 
@@ -46,9 +48,11 @@ def test_rows_are_ranked_by_valid_bleu_and_say_only_what_they_change(tmp_path, c
     assert lines[0] == "Shared by every run: model.n_heads=4"  # experiment and budget left out
     rows = [line for line in lines if line.startswith("| ") and "---" not in line][1:]
     assert rows == [
-        "| model.dropout=0.3 | 2,200 | 50 (1,2) | 9,000 | 4.5000 | 12.25 | 12.65 |",
-        "| model.dropout=0.1 | 2,200 | 50 (1,2) | 9,000 | 4.5000 | 10.50 | 10.90 |",
-        "| data.vocab_size=4000 | 100 (running or stopped) | | | | | |",
+        "| model.dropout=0.3 | 2,200 | 50 (1,2) | 9,000 | 3.0 (jemalloc) | 4.5000 | 12.25 "
+        "| 12.65 |",
+        "| model.dropout=0.1 | 2,200 | 50 (1,2) | 9,000 | 3.0 (jemalloc) | 4.5000 | 10.50 "
+        "| 10.90 |",
+        "| data.vocab_size=4000 | 100 (running or stopped) | | | | | | |",
     ]
 
 

@@ -15,6 +15,7 @@ from rpr_nmt.train.errors import SettingsError
 from rpr_nmt.train.provenance import (
     ARITHMETIC,
     UNRECORDED,
+    allocator_name,
     arithmetic_of,
     code_record,
     host_label,
@@ -109,3 +110,13 @@ def test_a_host_in_a_few_words():
     record = host_record("cpu")
     assert record["device"] == "cpu" and record["threads"] == torch.get_num_threads()
     assert record["cpu"] and record["kind"]
+    assert record["allocator"] in ("system", "jemalloc", "tcmalloc")
+
+
+def test_the_allocator_is_read_from_the_libraries_mapped(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
+    assert allocator_name(maps) == "system"
+    maps.write_text("7f00-7f01 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n")
+    assert allocator_name(maps) == "jemalloc"
+    assert allocator_name(tmp_path / "no maps here") == "system"
