@@ -1,0 +1,46 @@
+"""scripts/peer_news.sh: OpenNMT-py on the news corpus. Bad input is one line and exit 2 before
+the peer is installed or anything is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "peer_news.sh"
+
+
+def peer_news(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    peer = tmp_path / "peer"
+    peer.mkdir(exist_ok=True)
+    (peer / "train_bench.sh").write_text("exit 99\n")  # must never be reached here
+    environment = {**os.environ, "PEER": str(peer), "PEERS": str(tmp_path / "peers"), **env}
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        ([], {}, "usage: peer_news.sh NAME"),
+        (["a/b"], {}, "NAME 'a/b'"),
+        (["base"], {"MINUTES": "0"}, "MINUTES '0'"),
+        (["base"], {"MINUTES": "ten"}, "MINUTES 'ten'"),
+        (["base"], {"VOCAB": "8k"}, "VOCAB '8k'"),
+        (["base"], {"SAVE_EVERY": "0"}, "SAVE_EVERY '0'"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_runs(args, env, named, tmp_path):
+    done = peer_news(args, tmp_path, **env)
+    assert done.returncode == 2 and named in done.stderr
+    assert done.stderr.count("\n") == 1 and done.stdout == ""
+    assert not (tmp_path / "peers").exists()
+
+
+def test_a_missing_peer_is_named(tmp_path):
+    done = peer_news(["base"], tmp_path, PEER=str(tmp_path / "nowhere"))
+    assert done.returncode == 2
+    assert f"{tmp_path / 'nowhere'}/train_bench.sh not found" in done.stderr
