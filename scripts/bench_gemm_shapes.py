@@ -20,7 +20,6 @@ everything else costs (scripts/profile_train.py says what that is).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -31,10 +30,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runner import CEILING_DTYPES, VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
+from bench_runner import CEILING_DTYPES, Runner, one_update_runner, update_parser  # noqa: E402
 
-from rpr_nmt.model import resolve_device  # noqa: E402
-from rpr_nmt.precision import host_summary, matmul_ceilings, matmul_gflops  # noqa: E402
+from rpr_nmt.precision import matmul_gflops  # noqa: E402
 
 OPS = ("aten::mm", "aten::addmm", "aten::bmm")
 Shape = tuple[str, tuple[int, ...], tuple[int, ...]]  # op, first operand, second operand
@@ -86,26 +84,12 @@ def seconds_per_call(shape: Shape, dtype: torch.dtype, budget: float = 0.1) -> f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="transformer_small")
-    parser.add_argument("--precision", default="bf16", choices=list(CEILING_DTYPES))
-    parser.add_argument("--variant", default="absolute", choices=VARIANTS)
-    parser.add_argument("--max-tokens", type=int, default=6500)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--updates", type=int, default=3, help="whole updates timed per round")
-    parser.add_argument("--arithmetic", type=int, default=1, choices=(1, 2))
-    args = parser.parse_args()
-    if args.rounds < 1 or args.updates < 1:
-        parser.error(f"--rounds {args.rounds} --updates {args.updates}: time at least one of each")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(host_summary(matmul_ceilings()), flush=True)
-    device = resolve_device("cpu")
-    config = load_config(args.model, args.max_tokens, args.variant)
-    batches, vocab_size, pad_id = fixed_batches(config, 1)
-    runner = Runner(config, vocab_size, pad_id, args.precision, device, arithmetic=args.arithmetic)
-    calls = update_products(runner, batches[0])
+    parser = update_parser(
+        __doc__.split("\n")[0], variant="absolute", arithmetic=1, rounds=5,
+        updates_help="whole updates timed per round",
+    )  # fmt: skip
+    args, runner, batch = one_update_runner(parser)
+    calls = update_products(runner, batch)
     dtype = CEILING_DTYPES[args.precision]
     work = sum(n * flops(s) for s, n in calls.items())
     rates: dict[Shape, list[float]] = {s: [] for s in calls}  # GFLOP/s alone, per round
@@ -121,14 +105,14 @@ def main() -> None:
             shares[shape].append(rates[shape][-1] / ceiling)
             seconds += calls[shape] * t
         bounds.append(work / seconds / 1e9 / ceiling)
-        runner.run([batches[0]] * args.updates)
+        runner.run([batch] * args.updates)
         update = statistics.median(runner.update_seconds)
         in_update.append(seconds / update)
         print(f"  round {r + 1}: 1024^3 {ceiling:,.0f} GFLOP/s, the update's products alone "
               f"{work / seconds / 1e9:,.0f} GFLOP/s ({bounds[-1]:.0%}); {seconds * 1e3:,.0f} ms "
               f"of products alone in an update of {update * 1e3:,.0f} ms ({in_update[-1]:.0%})",
               flush=True)  # fmt: skip
-    tokens = batches[0].n_src_tokens + batches[0].n_tgt_tokens
+    tokens = batch.n_src_tokens + batch.n_tgt_tokens
     print(
         f"\n{args.model}, {args.variant}, {args.precision}, {torch.get_num_threads()} threads, "
         f"one update of {tokens:,} non-pad src+tgt tokens: {sum(calls.values())} products, "

@@ -27,7 +27,6 @@ layout costs. Prints a table by product and the totals per update, median over r
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -38,10 +37,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_runner import VARIANTS, Runner, fixed_batches, load_config  # noqa: E402
-
-from rpr_nmt.model import resolve_device  # noqa: E402
-from rpr_nmt.precision import host_summary, matmul_ceilings  # noqa: E402
+from bench_runner import one_update_runner, update_parser  # noqa: E402
 
 PRODUCTS = {
     torch.ops.aten.mm.default: "mm",
@@ -123,28 +119,14 @@ def describe(key: Key) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="transformer_small")
-    parser.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
-    parser.add_argument("--variant", default="relative", choices=VARIANTS)
-    parser.add_argument("--arithmetic", type=int, default=2, choices=(1, 2))
-    parser.add_argument("--max-tokens", type=int, default=6500)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--updates", type=int, default=3, help="updates timed in place per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = update_parser(
+        __doc__.split("\n")[0], variant="relative", arithmetic=2, rounds=3,
+        updates_help="updates timed in place per round",
+    )  # fmt: skip
     parser.add_argument("--flush-mib", type=int, default=256, help="written before a cold call")
-    args = parser.parse_args()
-    if args.rounds < 1 or args.updates < 1:
-        parser.error(f"--rounds {args.rounds} --updates {args.updates}: time at least one of each")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(host_summary(matmul_ceilings()), flush=True)
-    config = load_config(args.model, args.max_tokens, args.variant)
-    batches, vocab_size, pad_id = fixed_batches(config, 1)
-    runner = Runner(config, vocab_size, pad_id, args.precision, resolve_device("cpu"),
-                    arithmetic=args.arithmetic)  # fmt: skip
+    args, runner, batch = one_update_runner(parser)
     flush = torch.zeros(args.flush_mib * 2**18)  # float32: 4 bytes each
-    runner.run([batches[0]])  # warm-up
+    runner.run([batch])  # warm-up
     ways = ("in place", "same layout, cold", "same layout, hot", "contiguous, hot", "copied, hot")
     per_call: dict[Key, dict[str, list[float]]] = {}
     totals: dict[str, list[float]] = {w: [] for w in ways}
@@ -152,7 +134,7 @@ def main() -> None:
     for r in range(args.rounds):
         timer = ProductTimer()
         with timer:
-            runner.run([batches[0]] * args.updates)
+            runner.run([batch] * args.updates)
         updates.append(statistics.median(runner.update_seconds))
         calls = {k: len(v) // args.updates for k, v in timer.seconds.items()}
         round_total = dict.fromkeys(ways, 0.0)

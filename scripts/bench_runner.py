@@ -1,12 +1,13 @@
 """What the training benchmarks share: the variants they time, the fixed batches every variant
 trains on, and one variant's model and optimizer trained by the trainer's own update step.
 
-scripts/bench_train.py, profile_train.py, bench_gemm_shapes.py and bench_dispatch.py import these,
-so that each measures the same update on the same batches.
+scripts/bench_train.py, profile_train.py, bench_gemm_shapes.py, bench_products_in_place.py and
+bench_dispatch.py import these, so that each measures the same update on the same batches.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -20,7 +21,8 @@ from hydra.errors import MissingConfigException
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import TrainJobConfig
 from rpr_nmt.data import BatchIterator, prepare_data
-from rpr_nmt.model import build_model
+from rpr_nmt.model import build_model, resolve_device
+from rpr_nmt.precision import host_summary, matmul_ceilings
 from rpr_nmt.train.distributed import DistributedContext
 from rpr_nmt.train.setup import wrap_model
 from rpr_nmt.train.step import autocast_factory, train_step
@@ -133,3 +135,41 @@ class Runner:
         sync()
         self.update_seconds = [b - a for a, b in zip(ends, ends[1:])]
         return tokens, time.perf_counter() - start
+
+
+def update_parser(
+    description: str, *, variant: str, arithmetic: int, rounds: int, updates_help: str
+) -> argparse.ArgumentParser:
+    """The options of a benchmark of one update in rounds (bench_gemm_shapes.py,
+    bench_products_in_place.py): the model, precision, variant, arithmetic, batch size, threads,
+    rounds and updates per round, with the script's defaults; add its own, then call
+    one_update_runner."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", default="transformer_small")
+    parser.add_argument("--precision", default="bf16", choices=list(CEILING_DTYPES))
+    parser.add_argument("--variant", default=variant, choices=VARIANTS)
+    parser.add_argument("--arithmetic", type=int, default=arithmetic, choices=(1, 2))
+    parser.add_argument("--max-tokens", type=int, default=6500)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--updates", type=int, default=3, help=updates_help)
+    return parser
+
+
+def one_update_runner(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, Runner, Any]:
+    """Parse update_parser's options (a count that times nothing is refused, exit 2), set the
+    threads, print the host, and build the variant's Runner with the first fixed batch:
+    (options, runner, batch)."""
+    args = parser.parse_args()
+    if args.rounds < 1 or args.updates < 1:
+        parser.error(f"--rounds {args.rounds} --updates {args.updates}: time at least one of each")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(host_summary(matmul_ceilings()), flush=True)
+    config = load_config(args.model, args.max_tokens, args.variant)
+    batches, vocab_size, pad_id = fixed_batches(config, 1)
+    runner = Runner(
+        config, vocab_size, pad_id, args.precision, resolve_device("cpu"),
+        arithmetic=args.arithmetic,
+    )  # fmt: skip
+    return args, runner, batches[0]
