@@ -241,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             _collect(args.collect, args.into)
         for sweep_dir in args.sweep_dirs:
             lengths, corpus = "", CorpusText()  # the sweep's corpus, read once for both reports
-            check_not_tuning(find_runs(sweep_dir), sweep_dir)  # before anything is written
+            runs = find_runs(sweep_dir)
+            check_not_tuning(runs, sweep_dir)  # before anything is written
             if args.by_length:  # first, so that a missing file leaves the folder as it was
-                runs = find_runs(sweep_dir)
                 if args.baseline:  # a setting of the sweep? (ValueError naming them if not)
                     reference_row(group_runs(runs), args.baseline)
                 if test:  # what the main report's tests read, before the length report is written

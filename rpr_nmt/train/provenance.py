@@ -91,7 +91,7 @@ def host_record(device: torch.device | str = "cpu") -> dict[str, Any]:
 def allocator_name(maps: Path = Path("/proc/self/maps")) -> str:
     """The C heap allocator serving this process: "jemalloc" or "tcmalloc" when one is loaded
     (LD_PRELOAD), else "system" (glibc's malloc on Linux). A CPU run's resident memory depends on
-    it (docs/usage.md, "Memory over a long run")."""
+    it (results/tune_wmt_news_en_de/README.md)."""
     try:
         loaded = maps.read_text()
     except OSError:
