@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rpr_nmt.buckets import DEFAULT_BOUNDS
 
 # OmegaConf reads this string as "a value the user must give" (omegaconf.MISSING).
 MISSING = "???"
+# The YAML files the command-line entry points compose (configs/ at the repository's top level).
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 # Config resolvers whose value depends on the host that resolves them (configs/train/demo.yaml's
 # ${if_native_bf16:A,B}): a run's record holds the value its host chose (rpr_nmt.cli.run_folder).
 HOST_CHOSEN = ("if_native_bf16",)
@@ -300,3 +306,13 @@ def job_config_from_dict(values: dict[str, Any], where: str = "config") -> Train
         for name, cls in _SECTIONS.items()
     }
     return TrainJobConfig(**sections)
+
+
+@cache
+def placement_keys() -> frozenset[str]:
+    """The settings that extend or place a training run rather than change what it trains:
+    configs/hydra/train.yaml's exclude_keys, which the run folder's name leaves out (a rerun with
+    a larger train.max_steps continues the same folder). Read from that file, the one list."""
+    path = Path(CONFIG_DIR) / "hydra" / "train.yaml"
+    hydra = yaml.safe_load(path.read_text())
+    return frozenset(hydra["job"]["config"]["override_dirname"]["exclude_keys"])

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from rpr_nmt.config import placement_keys
+
 
 class TuningError(Exception):
     """A folder or run that cannot be tabled; the message names it and says what to do."""
@@ -58,8 +60,7 @@ def overrides(run: Path) -> list[str]:
         listed = yaml.safe_load(path.read_text()) or []
     except (OSError, yaml.YAMLError) as e:
         raise TuningError(f"{path}: cannot read the run's overrides ({e})") from e
-    budget = ("experiment=", "train.max_steps=", "train.max_time_minutes=", "train.evaluate_test=")
-    return [o for o in listed if not o.startswith(budget)]
+    return [o for o in listed if o.split("=", 1)[0].lstrip("+~") not in placement_keys()]
 
 
 def run_row(run: Path) -> dict[str, Any]:

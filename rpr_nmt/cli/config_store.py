@@ -16,6 +16,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from rpr_nmt.config import CONFIG_DIR as CONFIG_DIR  # the entry points' config_path
 from rpr_nmt.config import (
     DataConfig,
     DecodeConfig,
@@ -26,8 +27,6 @@ from rpr_nmt.config import (
     TrainJobConfig,
     TranslateJobConfig,
 )
-
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 
 
 def register_configs() -> None:

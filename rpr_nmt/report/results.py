@@ -30,6 +30,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from rpr_nmt.config import placement_keys
 from rpr_nmt.report.runs import (
     CorpusText,
     Run,
@@ -51,8 +52,9 @@ ARTEFACTS = (
 # What a run folder writes besides ARTEFACTS: a collected copy's lengths (run_dir/LENGTHS).
 LENGTHS = "src_lengths_*.txt"
 # Keys that extend or place a run rather than change what it trains (configs/hydra/train.yaml's
-# exclude_keys): a run collected again after more updates is the same run.
-BUDGET_KEYS = frozenset({"train.max_steps", "train.max_time_minutes", "train.device"})
+# exclude_keys): a run collected again after more updates, or after scoring its test split, is
+# the same run.
+BUDGET_KEYS = placement_keys()
 
 
 def run_name(run: Run, source: Path) -> Path:

@@ -292,6 +292,32 @@ def test_collect_takes_a_tuning_run_by_its_validation_split(published, tmp_path)
     assert lengths == [len(tokenizer.encode(s)) for s in SHORT[:3]]
 
 
+def test_a_tuning_run_collected_again_after_scoring_its_test_replaces_its_copy(
+    published, tmp_path
+):
+    sweep, _, _ = published
+    tuning = sweep.parent / "tune"
+    bpe = train_bpe(TEST + WORDS, vocab_size=40, character_coverage=1.0)
+    run = write_run(tuning, 16, 1, bpe, 40.0)
+    config_path = run / ".hydra" / "config.yaml"
+    scored = config_path.read_text()
+    config = yaml.safe_load(scored)
+    config["train"]["evaluate_test"] = False
+    config_path.write_text(yaml.safe_dump(config))
+    test_files = {name: (run / name).read_bytes() for name in ("hyp_test.txt", "eval_test.json")}
+    for name in test_files:
+        (run / name).unlink()
+    results = tmp_path / "results" / "tune"
+    assert main(["--collect", str(tuning), "--into", str(results)]) == 0
+    config_path.write_text(scored)  # the same run folder, rerun with train.evaluate_test=true
+    for name, data in test_files.items():
+        (run / name).write_bytes(data)
+    assert main(["--collect", str(tuning), "--into", str(results)]) == 0
+    copy = results / run.name
+    assert (copy / "hyp_test.txt").read_bytes() == test_files["hyp_test.txt"]
+    assert (copy / ".hydra" / "config.yaml").read_text() == scored
+
+
 def test_a_folder_of_tuning_runs_is_tabled_not_reported(published, tmp_path, capsys):
     sweep, _, _ = published
     for run in sweep.iterdir():
