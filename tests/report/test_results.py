@@ -292,9 +292,7 @@ def test_collect_takes_a_tuning_run_by_its_validation_split(published, tmp_path)
     assert lengths == [len(tokenizer.encode(s)) for s in SHORT[:3]]
 
 
-def test_a_tuning_run_collected_again_after_scoring_its_test_replaces_its_copy(
-    published, tmp_path
-):
+def test_a_tuning_run_collected_again_after_scoring_its_test_replaces_its_copy(published, tmp_path):
     sweep, _, _ = published
     tuning = sweep.parent / "tune"
     bpe = train_bpe(TEST + WORDS, vocab_size=40, character_coverage=1.0)
