@@ -33,6 +33,7 @@ from rpr_nmt.cli.run_folder import describe_os_error, restore_run_record, write_
 from rpr_nmt.cli.sweep_failures import end_failed_run
 from rpr_nmt.cli.sweep_stop import STOPPED_STATUS, run_stop_file
 from rpr_nmt.config import TrainJobConfig
+from rpr_nmt.train.primitive_cache import limit_primitive_cache
 
 log = logging.getLogger("rpr_nmt.train")
 
@@ -92,6 +93,7 @@ def train_job(cfg: DictConfig) -> None:
 
 def main() -> None:
     """rpr-nmt-train from the command line, an override that cannot work refused first."""
+    limit_primitive_cache()  # before the config's bf16 probe builds oneDNN's first primitive
     refuse_bad_overrides("rpr-nmt-train", TrainJobConfig)
     train_job()
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from rpr_nmt.precision import cpu_kind
+from rpr_nmt.train.primitive_cache import primitive_cache_capacity
 
 # train.arithmetic's default; runs from before the record existed read as 1 (every published run
 # trained bit-identically to the code that first had it).
@@ -78,13 +79,14 @@ def cpu_name() -> str:
 def host_record(device: torch.device | str = "cpu") -> dict[str, Any]:
     """Where a session trains: {"device": the GPU's name or "cpu", "cpu": the CPU's model name,
     "kind": rpr_nmt.precision.cpu_kind(), "threads": torch's CPU threads, "allocator": the C heap
-    allocator (allocator_name)}."""
+    allocator (allocator_name), "primitive_cache": oneDNN's primitive cache capacity
+    (rpr_nmt.train.primitive_cache)}."""
     device = torch.device(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     threads = torch.get_num_threads()
     return {
         "device": name, "cpu": cpu_name(), "kind": cpu_kind(), "threads": threads,
-        "allocator": allocator_name(),
+        "allocator": allocator_name(), "primitive_cache": primitive_cache_capacity(),
     }  # fmt: skip
 
 
