@@ -42,11 +42,16 @@ demo: setup  ## prepare Multi30k En-De, train transformer_small (k = 16) for 20 
 	$(BIN)/rpr-nmt-evaluate checkpoint=$(DEMO_DIR)/checkpoints/last.pt \
 	    decode.beam_size=4 decode.length_penalty=0.6 hydra.run.dir=$(DEMO_DIR)/evaluate
 
-results: setup  ## rebuild every published sweep's report.md and plots, and results/claims.md
+results: setup  ## rebuild every published sweep's report.md and plots, tuning table, results/claims.md
 	@for d in results/*/; do \
 	    [ -f $$d/report.md ] || continue; \
 	    opts=; if [ -f $$d/length_report.md ]; then opts=--by-length; fi; \
 	    $(BIN)/rpr-nmt-report $$opts $${d%/} > /dev/null || exit 1; echo "rebuilt $${d%/}/report.md"; \
+	done
+	@for d in results/*/; do \
+	    [ -f $$d/tuning.md ] || continue; \
+	    $(BIN)/python scripts/tuning_table.py $${d%/} --out $${d%/}/tuning.md > /dev/null || exit 1; \
+	    echo "rebuilt $${d%/}/tuning.md"; \
 	done
 	@$(BIN)/rpr-nmt-report --claims results > /dev/null && echo "rebuilt results/claims.md"
 
