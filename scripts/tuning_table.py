@@ -7,7 +7,8 @@ few settings of a recipe and is judged on the validation split alone. Each run f
 given sweep folders (or a run folder itself; or a copy collected by rpr-nmt-report --collect)
 gives one row: its overrides less those every row
 shares, updates, training minutes and threads, source + target tokens per second, the best
-validation loss, peak resident memory with the C allocator that served it, and the final
+validation loss, peak resident memory with the C allocator that served it (and oneDNN's primitive
+cache capacity, in the order of the sessions, where they recorded it), and the final
 validation BLEU (sacrebleu 13a; with the decoding of
 train_summary.json, beam 4 by default) beside its tokenised, compound-split BLEU. An unfinished
 run is listed with the update it reached and no BLEU. A run that also scored its test split is
@@ -80,6 +81,7 @@ def run_row(run: Path) -> dict[str, Any]:
         )
     threads = {s.get("host", {}).get("threads") for s in summary.get("sessions", [])}
     allocators = {s.get("host", {}).get("allocator") for s in summary.get("sessions", [])}
+    caches = [s.get("host", {}).get("primitive_cache") for s in summary.get("sessions", [])]
     return {
         **row,
         "finished": "valid_bleu" in summary,
@@ -88,11 +90,20 @@ def run_row(run: Path) -> dict[str, Any]:
         "threads": ",".join(str(t) for t in sorted(threads - {None})) or "?",
         "tok_s": summary.get("train_tokens_per_sec"),
         "peak_gib": (summary.get("peak_memory_mb") or 0.0) / 1024,
-        "allocator": ",".join(sorted(allocators - {None})) or "?",
+        "allocator": (",".join(sorted(allocators - {None})) or "?") + cache_label(caches),
         "loss": summary.get("best_valid_loss"),
         "bleu": summary.get("valid_bleu"),
         "tok_bleu": summary.get("valid_tokenized_bleu"),
     }
+
+
+def cache_label(caches: list[Any]) -> str:
+    """ ", cache 128" from the sessions' oneDNN primitive cache capacities ("?" for a session that
+    did not record one, before 2026-12-05); "" where none recorded it."""
+    if all(c is None for c in caches):
+        return ""
+    values = dict.fromkeys("?" if c is None else str(c) for c in caches)
+    return ", cache " + ",".join(values)
 
 
 def last_logged_step(log: Path) -> int | None:

@@ -78,3 +78,17 @@ def test_a_collected_copy_without_its_log_is_a_run(tmp_path, capsys):
     assert tuning.main([str(tmp_path)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "| model.dropout" in line]
     assert [r.split(" | ")[0] for r in rows] == ["| model.dropout=0.3", "| model.dropout=0.1"]
+
+
+def test_the_memory_column_names_the_primitive_cache_where_sessions_recorded_it(tmp_path, capsys):
+    sessions = [
+        {"host": {"threads": 1, "allocator": "system"}},  # before the record
+        {"host": {"threads": 1, "allocator": "system", "primitive_cache": 0}},
+        {"host": {"threads": 1, "allocator": "system", "primitive_cache": 128}},
+    ]
+    make_run(tmp_path, "a", ["train.lr=0.003"], summary(12.5, sessions=sessions))
+    make_run(tmp_path, "b", ["train.lr=0.002"], summary(11.5, sessions=sessions[:1]))
+    assert tuning.main([str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "| train.lr" in line]
+    assert "| 3.0 (system, cache ?,0,128) |" in rows[0]
+    assert "| 3.0 (system) |" in rows[1]
