@@ -79,9 +79,10 @@ def run_row(run: Path) -> dict[str, Any]:
             f"{run}: the run scored its test split; a tuning table holds validation figures "
             "alone (train with train.evaluate_test=false)"
         )
-    threads = {s.get("host", {}).get("threads") for s in summary.get("sessions", [])}
-    allocators = {s.get("host", {}).get("allocator") for s in summary.get("sessions", [])}
-    caches = [s.get("host", {}).get("primitive_cache") for s in summary.get("sessions", [])]
+    hosts = [s.get("host", {}) for s in summary.get("sessions", [])]
+    threads = {h.get("threads") for h in hosts}
+    allocators = {h.get("allocator") for h in hosts}
+    caches = [h.get("primitive_cache") for h in hosts]
     return {
         **row,
         "finished": "valid_bleu" in summary,
