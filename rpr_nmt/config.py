@@ -316,3 +316,9 @@ def placement_keys() -> frozenset[str]:
     path = Path(CONFIG_DIR) / "hydra" / "train.yaml"
     hydra = yaml.safe_load(path.read_text())
     return frozenset(hydra["job"]["config"]["override_dirname"]["exclude_keys"])
+
+
+def override_key(text: str) -> str:
+    """The config key a command-line override sets, without Hydra's prefixes:
+    'train.lr=0.003' -> 'train.lr', '+train.seed=2' -> 'train.seed', '~model.x' -> 'model.x'."""
+    return text.partition("=")[0].lstrip("+~")

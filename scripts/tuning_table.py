@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from rpr_nmt.config import placement_keys
+from rpr_nmt.config import override_key, placement_keys
 
 
 class TuningError(Exception):
@@ -61,7 +61,7 @@ def overrides(run: Path) -> list[str]:
         listed = yaml.safe_load(path.read_text()) or []
     except (OSError, yaml.YAMLError) as e:
         raise TuningError(f"{path}: cannot read the run's overrides ({e})") from e
-    return [o for o in listed if o.split("=", 1)[0].lstrip("+~") not in placement_keys()]
+    return [o for o in listed if override_key(o) not in placement_keys()]
 
 
 def run_row(run: Path) -> dict[str, Any]:

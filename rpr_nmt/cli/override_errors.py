@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rpr_nmt.cli.config_store import CONFIG_DIR
+from rpr_nmt.config import override_key
 
 
 def refuse_bad_overrides(prog: str, schema: type, argv: Sequence[str] | None = None) -> None:
@@ -48,7 +49,7 @@ def override_problem(schema: type, argv: Sequence[str]) -> str | None:
         )
     parser = OverridesParser.create()
     for text in args.overrides:
-        if text.partition("=")[0].lstrip("+~").split(".")[0].split("/")[0] == "hydra":
+        if override_key(text).split(".")[0].split("/")[0] == "hydra":
             continue
         try:
             (override,) = parser.parse_overrides([text])

@@ -36,6 +36,8 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
+from rpr_nmt.config import override_key
+
 # A value holding one of these is left to Hydra as written (its escapes, interpolation).
 _LEAVE = ("'", '"', "\\", "$")
 
@@ -52,7 +54,7 @@ def quote_path_overrides(
     out = list(argv[:1])
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
-        name = key.lstrip("+~")
+        name = override_key(arg)
         if sep and name in outputs:
             arg = f"{key}={_quoted_output(value)}"
         elif sep and name in keys:

@@ -43,7 +43,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rpr_nmt.checkpoint.run_lock import LOCK_FILE, run_folder_in_use
-from rpr_nmt.config import host_chosen
+from rpr_nmt.config import host_chosen, override_key
 
 
 def folder_problem(path: str | Path) -> str:
@@ -325,7 +325,7 @@ class RefuseCollapsingSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         collapsing = collapsing_sweep_overrides(config)
         if collapsing:
-            keys = ", ".join(line.split("=", 1)[0].lstrip("+~") for line in collapsing)
+            keys = ", ".join(override_key(line) for line in collapsing)
             print(
                 f"rpr-nmt-train: error: the sweep varies {', '.join(collapsing)}, but {keys} "
                 "does not name the run folder (configs/hydra/train.yaml, exclude_keys: a rerun "

@@ -21,7 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rpr_nmt.config import host_chosen
+from rpr_nmt.config import host_chosen, override_key
 from rpr_nmt.model.arithmetic import NEWEST
 from rpr_nmt.train.provenance import arithmetic_of
 
@@ -47,8 +47,8 @@ class Run:
         """train.seed from the config, else from the overrides; None when neither names it."""
         seed = self.config.get("train", {}).get("seed")
         for override in self.overrides:
-            key, _, value = override.partition("=")
-            if seed is None and key.lstrip("+") == SEED_KEY:
+            value = override.partition("=")[2]
+            if seed is None and override_key(override) == SEED_KEY:
                 seed = value
         return None if seed is None else int(seed)
 
@@ -95,7 +95,7 @@ class Run:
         if keys:
             flat = self.flat_config
             return ", ".join(f"{key}={_yaml_value(flat.get(key))}" for key in keys)
-        kept = [o for o in self.overrides if o.split("=", 1)[0].lstrip("+") != SEED_KEY]
+        kept = [o for o in self.overrides if override_key(o) != SEED_KEY]
         return ", ".join(kept) or "default"
 
     def data_config(self) -> Any:

@@ -3,10 +3,11 @@ composes into the run folder's name (configs/hydra/train.yaml's exclude_keys).""
 
 from __future__ import annotations
 
+import pytest
 from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, register_configs
-from rpr_nmt.config import placement_keys
+from rpr_nmt.config import override_key, placement_keys
 
 
 def test_placement_keys_are_the_keys_the_run_folder_name_leaves_out():
@@ -16,3 +17,18 @@ def test_placement_keys_are_the_keys_the_run_folder_name_leaves_out():
     composed = set(cfg.hydra.job.config.override_dirname.exclude_keys)
     assert placement_keys() == composed
     assert {"train.max_steps", "train.evaluate_test"} <= placement_keys()
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("train.lr=0.003", "train.lr"),
+        ("+train.seed=2", "train.seed"),
+        ("++model.k=4", "model.k"),
+        ("~model.alibi", "model.alibi"),
+        ("data.root=a=b", "data.root"),
+        ("experiment=ablate_k", "experiment"),
+    ],
+)
+def test_override_key_is_the_key_without_hydra_prefixes(text, key):
+    assert override_key(text) == key
