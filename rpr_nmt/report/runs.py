@@ -47,9 +47,8 @@ class Run:
         """train.seed from the config, else from the overrides; None when neither names it."""
         seed = self.config.get("train", {}).get("seed")
         for override in self.overrides:
-            value = override.partition("=")[2]
             if seed is None and override_key(override) == SEED_KEY:
-                seed = value
+                seed = override.partition("=")[2]
         return None if seed is None else int(seed)
 
     @property
