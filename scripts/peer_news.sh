@@ -6,15 +6,15 @@
 # TEST=1, once a recipe is chosen.
 #
 #   bash scripts/peer_news.sh NAME [onmt_train options ...]
-#   bash scripts/peer_news.sh lr2 -learning_rate 2.0 -warmup_steps 4000       # one tuning run
-#   TEST=1 bash scripts/peer_news.sh lr2 -learning_rate 2.0 -warmup_steps 4000
+#   bash scripts/peer_news.sh lr1 -learning_rate 1.0 -warmup_steps 400        # one tuning run
+#   TEST=1 bash scripts/peer_news.sh lr1 -learning_rate 1.0 -warmup_steps 400
 #
 # The options are appended to the peer's own (its README), so they override its recipe. A finished
 # run (its checkpoint folder holds a loadable checkpoint and a done file) is not trained again: the
 # command decodes it. A run stopped before its budget starts over (the peer's runs do not resume
 # here). Writes $PEERS/news_v$VOCAB/runs/NAME_rpr_1000000{,.log,.summary} and one JSON line per
 # split scored, {"name", "split", "steps", "bleu", "chrf", ...}, to $PEERS/news_v$VOCAB/scores.jsonl.
-# Environment: MINUTES (60), VOCAB (8000), SAVE_EVERY (100 updates), TEST (0), PEER (../shared/peers/opennmt), PEERS
+# Environment: MINUTES (60), VOCAB (16000, data=wmt_news_en_de's size), SAVE_EVERY (100 updates), TEST (0), PEER (../shared/peers/opennmt), PEERS
 # (/tmp/peers: the peer's virtualenv from its setup.sh), RPR_NMT_DATA (where wmt_news_ende is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,7 @@ NAME=$1
 shift
 case "$NAME" in *[!A-Za-z0-9_.-]*) echo "peer_news: NAME '$NAME': use letters, digits, _ . -" >&2; exit 2;; esac
 MINUTES=${MINUTES:-60}
-VOCAB=${VOCAB:-8000}
+VOCAB=${VOCAB:-16000}
 SAVE_EVERY=${SAVE_EVERY:-100}
 TEST=${TEST:-0}
 PEER=${PEER:-../shared/peers/opennmt}
@@ -32,7 +32,7 @@ PY=${PY:-.venv/bin/python}
 WORK=$PEERS/news_v$VOCAB
 [ -f "$PEER/train_bench.sh" ] || { echo "peer_news: $PEER/train_bench.sh not found; set PEER=<the peer's scripts>" >&2; exit 2; }
 case "$MINUTES" in ''|*[!0-9]*|0) echo "peer_news: MINUTES '$MINUTES': use a whole number of minutes above 0" >&2; exit 2;; esac
-case "$VOCAB" in ''|*[!0-9]*) echo "peer_news: VOCAB '$VOCAB': use a vocabulary size, e.g. 8000" >&2; exit 2;; esac
+case "$VOCAB" in ''|*[!0-9]*) echo "peer_news: VOCAB '$VOCAB': use a vocabulary size, e.g. 16000" >&2; exit 2;; esac
 case "$SAVE_EVERY" in ''|*[!0-9]*|0) echo "peer_news: SAVE_EVERY '$SAVE_EVERY': use a number of updates above 0" >&2; exit 2;; esac
 if [ ! -x "$PEERS/venv/bin/onmt_train" ]; then
   echo "== the peer's virtualenv ($(date -u +%T))"; PEERS=$PEERS bash "$PEER/setup.sh" > "$PEERS/setup.log" 2>&1
