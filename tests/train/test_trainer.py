@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 
 import pytest
 
@@ -13,7 +12,6 @@ from rpr_nmt import precision
 from rpr_nmt.checkpoint import load_checkpoint
 from rpr_nmt.precision import Bf16Support
 from rpr_nmt.train import SettingsError, Trainer, train
-from rpr_nmt.train.signals import StopSignals
 
 from .conftest import compose_config, train_curve
 
@@ -143,64 +141,6 @@ def test_a_finished_run_rerun_keeps_its_evaluation_until_decoding_changes(
         path.unlink()
     train(compose_config(corpus, cache_dir, *common, "decode.beam_size=1"), tmp_path / "run")
     assert len(calls) == 3
-
-
-def test_sigterm_sets_the_stop_flag_and_the_old_handler_returns():
-    before = signal.getsignal(signal.SIGTERM)
-    with StopSignals() as stop:
-        assert not stop.requested
-        signal.raise_signal(signal.SIGTERM)  # handled synchronously in the main thread
-        assert stop.requested
-    assert signal.getsignal(signal.SIGTERM) is before
-
-
-def test_sigterm_after_ctrl_c_is_one_more_request_to_stop(caplog):
-    """SIGTERM after SIGINT (a time limit, docker stop, SLURM preemption) is one more request to
-    stop, not a kill: the update finishes and the checkpoint is written. raise_signal runs the
-    handler before it returns (os.kill to this process may be handled a little later); the
-    handlers before StopSignals stand in for the defaults, which would end the test process."""
-    given_back: list[int] = []
-    before = {sig: signal.signal(sig, lambda signum, frame: given_back.append(signum))
-              for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
-    try:
-        for first, second in [(signal.SIGINT, signal.SIGTERM), (signal.SIGTERM, signal.SIGINT)]:
-            with StopSignals() as stop:
-                signal.raise_signal(first)
-                signal.raise_signal(second)
-                assert stop.requested and given_back == []
-                assert signal.getsignal(second) == stop._handle
-                assert f"{second.name} received: already stopping" in caplog.text
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_second_signal_of_the_same_kind_gives_the_default_back(sig):
-    calls: list[int] = []
-    before = signal.signal(sig, lambda signum, frame: calls.append(signum))
-    try:
-        with StopSignals() as stop:
-            signal.raise_signal(sig)
-            assert stop.requested and calls == []
-            signal.raise_signal(sig)
-            assert calls == [sig]  # the handler before StopSignals ran: the default came back
-    finally:
-        signal.signal(sig, before)
-
-
-def test_a_stop_file_is_a_shared_stop_request(tmp_path):
-    # The sweep's stop file (rpr_nmt.cli.sweep_stop): its existence asks to stop, and a signal
-    # received by one run creates it for the others.
-    shared = tmp_path / ".stop"
-    with StopSignals(shared) as stop:
-        assert not stop.requested
-        shared.touch()  # another run, or the launching process, was signalled
-        assert stop.requested and not stop.signalled
-    shared.unlink()
-    with StopSignals(shared) as stop:
-        signal.raise_signal(signal.SIGTERM)
-        assert stop.signalled and shared.exists()
 
 
 @pytest.mark.parametrize(
@@ -341,21 +281,6 @@ def test_a_failing_validation_saves_the_trained_weights_first(
     assert load_checkpoint(run / "checkpoints" / "last.pt").step == 3
 
 
-def test_a_resume_with_another_best_metric_picks_best_pt_by_the_new_one(
-    corpus, cache_dir, tmp_path
-):
-    # The loss-best value was compared with BLEU: best.pt stayed at the first session's update.
-    run = tmp_path / "run"
-    quick = ("train.evaluate_at_end=false", "train.valid_every=2", "train.save_every=2")
-    train(compose_config(corpus, cache_dir, *quick, "train.max_steps=4"), run)
-    summary = train(
-        compose_config(corpus, cache_dir, *quick, "train.max_steps=8", "train.best_metric=bleu"),
-        run,
-    )
-    assert summary["best_step"] > 4
-    assert load_checkpoint(run / "checkpoints" / "best.pt").step == summary["best_step"]
-
-
 def test_a_rerun_past_the_time_limit_says_the_limit_is_spent(corpus, cache_dir, tmp_path, caplog):
     # A rerun with a larger max_steps trained nothing without a word.
     config = compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET)
@@ -379,126 +304,6 @@ def test_a_stop_between_log_lines_logs_the_updates_since_the_last_one(corpus, ca
     trainer = stop.trainer = Trainer(config, tmp_path / "run", stop=stop)
     assert trainer.run()["steps"] == 6
     assert [step for step, _ in train_curve(tmp_path / "run")] == [4, 6]
-
-
-def test_a_rerun_with_fewer_max_steps_says_the_run_is_past_them(
-    corpus, cache_dir, tmp_path, caplog
-):
-    train(compose_config(corpus, cache_dir, "train.max_steps=3", *QUIET), tmp_path / "run")
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        again = train(
-            compose_config(corpus, cache_dir, "train.max_steps=2", *QUIET), tmp_path / "run"
-        )
-    assert again["steps"] == 3 and again["session_steps"] == 0
-    assert "at update 3, past train.max_steps=2" in caplog.text
-
-
-def test_a_resume_with_another_label_smoothing_compares_only_its_own_losses(
-    corpus, cache_dir, tmp_path
-):
-    # Smoothed validation losses of 0.0 and 0.5 were compared as one figure.
-    run = tmp_path / "run"
-    quick = (*QUIET, "train.valid_every=2", "train.save_every=2")
-    train(
-        compose_config(corpus, cache_dir, *quick, "train.max_steps=4", "train.label_smoothing=0"),
-        run,
-    )
-    summary = train(
-        compose_config(corpus, cache_dir, *quick, "train.max_steps=8", "train.label_smoothing=0.5"),
-        run,
-    )
-    valid = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-    later = {r["step"]: r["loss"] for r in valid if r["kind"] == "valid" and r["step"] > 4}
-    assert summary["best_step"] > 4
-    assert summary["best_valid_loss"] == min(later.values()) == later[summary["best_step"]]
-
-
-def test_a_resume_with_another_learning_rate_schedule_says_each_change(
-    corpus, cache_dir, tmp_path, caplog
-):
-    # A resume with another lr, warmup, schedule or cool-down changed the rate without a word.
-    first = ("train.lr=0.003", "train.warmup_steps=4", "train.schedule=inverse_sqrt")
-    train(compose_config(corpus, cache_dir, *QUIET, "train.max_steps=2", *first), tmp_path / "run")
-    now = ("train.lr=0.5", "train.warmup_steps=8", "train.schedule=noam", "train.cooldown=0.5")
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        train(
-            compose_config(corpus, cache_dir, *QUIET, "train.max_steps=4", *now), tmp_path / "run"
-        )
-    lines = [r.getMessage() for r in caplog.records]
-    changes = [
-        "train.lr was 0.003 and is now 0.5", "train.warmup_steps was 4 and is now 8",
-        "train.schedule was inverse_sqrt and is now noam", "train.cooldown was 0.0 and is now 0.5",
-        "train.max_steps was 2 and is now 4",  # the cool-down moves with it
-    ]  # fmt: skip
-    for said in changes:
-        assert sum(said in line for line in lines) == 1, (said, lines)
-    assert any("learning rate of update 3 is" in line for line in lines)
-
-
-@pytest.mark.parametrize(
-    ("before", "now", "what"),
-    [
-        ("0", "0.9", "starts now"),
-        ("0.9", "0.5", "goes on with the new decay"),
-        ("0.9", "0", "is dropped"),
-    ],  # fmt: skip
-)
-def test_a_resume_with_another_ema_decay_says_what_becomes_of_the_average(
-    corpus, cache_dir, tmp_path, caplog, before, now, what
-):
-    # A changed or removed decay was taken silently (the saved average was dropped without a word).
-    run = tmp_path / "run"
-    train(
-        compose_config(corpus, cache_dir, *QUIET, "train.max_steps=2", f"train.ema_decay={before}"),
-        run,
-    )
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        train(
-            compose_config(
-                corpus, cache_dir, *QUIET, "train.max_steps=3", f"train.ema_decay={now}"
-            ),
-            run,
-        )
-    said = [r.getMessage() for r in caplog.records if "train.ema_decay" in r.getMessage()]
-    assert len(said) == 1 and f"was {float(before)} and is now {float(now)}" in said[0], said
-    assert what in said[0]
-
-
-def test_a_resume_with_the_same_settings_warns_of_no_change(corpus, cache_dir, tmp_path, caplog):
-    config = (*QUIET, "train.ema_decay=0.9")
-    train(compose_config(corpus, cache_dir, *config, "train.max_steps=2"), tmp_path / "run")
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        train(compose_config(corpus, cache_dir, *config, "train.max_steps=3"), tmp_path / "run")
-    assert " was " not in caplog.text
-
-
-def test_too_few_saves_to_average_blame_save_every_not_keep_last(
-    corpus, cache_dir, tmp_path, caplog
-):
-    # One save in 4 updates at save_every=4 was blamed on train.keep_last (which is not the cause).
-    config = compose_config(
-        corpus, cache_dir, *QUIET, "train.max_steps=4", "train.save_every=4",
-        "train.average_last=3", "train.keep_last=5",
-    )  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        summary = train(config, tmp_path / "run")
-    said = [r.getMessage() for r in caplog.records if "train.average_last=3" in r.getMessage()]
-    assert len(said) == 1 and "only 1 step checkpoints" in said[0], said
-    assert "train.save_every=4" in said[0] and "keep_last" not in said[0]
-    assert summary["averaged_checkpoint"].endswith("averaged.pt")
-
-
-def test_checkpoints_deleted_by_an_earlier_session_are_named_as_the_cause(
-    corpus, cache_dir, tmp_path, caplog
-):
-    quick = (*QUIET, "train.save_every=2", "train.valid_every=100", "train.keep_last=1")
-    train(compose_config(corpus, cache_dir, *quick, "train.max_steps=8"), tmp_path / "run")
-    again = compose_config(corpus, cache_dir, *quick, "train.max_steps=10", "train.average_last=3")
-    with caplog.at_level(logging.WARNING, logger="rpr_nmt.train"):
-        train(again, tmp_path / "run")
-    said = [r.getMessage() for r in caplog.records if "train.average_last=3" in r.getMessage()]
-    assert len(said) == 1 and "only 2 step checkpoints" in said[0], said
-    assert "an earlier session" in said[0] and "save_every" not in said[0]
 
 
 def _applied_lrs(run_dir) -> dict[int, float]:
