@@ -42,3 +42,11 @@ def write_run_folder(
         (run / "checkpoints").mkdir()
         torch.save({"model": {}, "bpe_model": bpe}, run / "checkpoints" / "last.pt")
     return run
+
+
+def write_shaw_run(sweep: Path, k: int, seed: int, bleu: float) -> None:
+    """A run of Shaw's model at clipping distance k (a^K and a^V) scoring `bleu` on test."""
+    overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
+    model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
+    summary = {"test_bleu": bleu, "valid_bleu": bleu + 1, "steps": 100, "train_tokens_per_sec": 5e3}
+    write_run_folder(sweep, overrides, {"model": model}, summary)

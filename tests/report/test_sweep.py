@@ -11,19 +11,12 @@ import yaml
 from rpr_nmt.cli.report import main
 from rpr_nmt.report.sweep import find_runs, group_runs, markdown_table, reference_row
 
-from .run_folders import write_run_folder
-
-
-def make_run(sweep: Path, k: int, seed: int, bleu: float) -> None:
-    overrides = [f"model.max_relative_position={k}", f"train.seed={seed}"]
-    model = {"max_relative_position": k, "relative_keys": True, "relative_values": True}
-    summary = {"test_bleu": bleu, "valid_bleu": bleu + 1, "steps": 100, "train_tokens_per_sec": 5e3}
-    write_run_folder(sweep, overrides, {"model": model}, summary)
+from .run_folders import write_run_folder, write_shaw_run
 
 
 def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
     for k, seed, bleu in [(16, 1, 30.0), (16, 2, 32.0), (0, 1, 10.0), (0, 2, 10.0), (2, 1, 29.0)]:
-        make_run(tmp_path, k, seed, bleu)
+        write_shaw_run(tmp_path, k, seed, bleu)
     rows = group_runs(find_runs(tmp_path))
     assert [r.setting for r in rows] == [
         "model.max_relative_position=0",
@@ -41,7 +34,7 @@ def test_runs_differing_in_seed_form_one_row_with_mean_and_spread(tmp_path):
 
 def test_cli_writes_table_and_plot(tmp_path, capsys):
     for k, bleu in [(0, 10.0), (1, 25.0), (4, 27.0), (64, 27.5)]:
-        make_run(tmp_path, k, 1, bleu)
+        write_shaw_run(tmp_path, k, 1, bleu)
     assert main(["--significance", "none", str(tmp_path)]) == 0  # runs without a corpus
     assert "| Shaw k = 4 | 1 |" in (tmp_path / "report.md").read_text()
     png = tmp_path / "bleu_vs_k.png"
@@ -53,7 +46,7 @@ def test_no_plot_against_k_when_the_rows_differ_in_more_than_k(tmp_path):
     # The term sweep: k = 0, k = 16 with both terms and k = 16 with a^V alone; a plot against k
     # would draw a^V alone as a second k = 16 point. A plot left by earlier runs goes.
     for k, bleu in [(0, 10.0), (16, 27.0)]:
-        make_run(tmp_path, k, 1, bleu)
+        write_shaw_run(tmp_path, k, 1, bleu)
     assert main(["--significance", "none", str(tmp_path)]) == 0  # runs without a corpus
     assert (tmp_path / "bleu_vs_k.png").exists()
     write_run(
@@ -74,20 +67,20 @@ def test_cli_names_the_folder_when_there_are_no_runs(tmp_path, capsys):
 
 def test_the_baseline_is_the_papers_model_else_the_first_row(tmp_path):
     for k in (0, 4, 16):
-        make_run(tmp_path / "with", k, 1, 20.0 + k)
+        write_shaw_run(tmp_path / "with", k, 1, 20.0 + k)
     rows = group_runs(find_runs(tmp_path / "with"))
     assert reference_row(rows).model["max_relative_position"] == 16
     named = reference_row(rows, "model.max_relative_position=4")
     assert named.model["max_relative_position"] == 4
     for k in (2, 4):
-        make_run(tmp_path / "without", k, 1, 20.0 + k)
+        write_shaw_run(tmp_path / "without", k, 1, 20.0 + k)
     rows = group_runs(find_runs(tmp_path / "without"))
     assert reference_row(rows).setting == "model.max_relative_position=2"
 
 
 def test_statistics_without_a_test(tmp_path, capsys):
     for k, seed, bleu in [(16, 1, 30.0), (16, 2, 32.0), (16, 3, 34.0)]:
-        make_run(tmp_path, k, seed, bleu)
+        write_shaw_run(tmp_path, k, seed, bleu)
     assert main(["--significance", "none", str(tmp_path)]) == 0
     stats = (tmp_path / "report.md").read_text().split("## Test scores over seeds")[1]
     assert "p (BLEU)" not in stats and "Student t" in stats
@@ -145,10 +138,10 @@ def test_unfinished_runs_are_marked(tmp_path):
     # Issue 31, item 7: a run still training (no summary) vanished from the report without a
     # word, and one stopped by Ctrl-C read like a finished one.
     for k, bleu in [(0, 10.0), (16, 27.0)]:
-        make_run(tmp_path, k, 1, bleu)
-    make_run(tmp_path, 4, 1, 20.0)
+        write_shaw_run(tmp_path, k, 1, bleu)
+    write_shaw_run(tmp_path, 4, 1, 20.0)
     (tmp_path / "model.max_relative_position=4,train.seed=1" / "train_summary.json").unlink()
-    make_run(tmp_path, 16, 2, 5.0)
+    write_shaw_run(tmp_path, 16, 2, 5.0)
     stopped = tmp_path / "model.max_relative_position=16,train.seed=2" / "train_summary.json"
     stopped.write_text(json.dumps({"test_bleu": 5.0, "steps": 3, "stopped_by": "signal"}))
     assert main(["--significance", "none", str(tmp_path)]) == 0
@@ -182,8 +175,8 @@ def test_make_demos_run_folder_reports_as_one_run(tmp_path, capsys):
 def test_runs_of_code_that_trains_differently_are_refused_in_one_line(tmp_path, capsys):
     """A report over runs whose code rounds differently would read the code's difference as the
     settings': refused, nothing written (train_summary.json's sessions record the arithmetic)."""
-    make_run(tmp_path, 0, 1, 10.0)
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 0, 1, 10.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     newer = tmp_path / "model.max_relative_position=16,train.seed=1" / "train_summary.json"
     summary = json.loads(newer.read_text())
     summary["sessions"] = [{"start_step": 0, "precision": "bf16", "arithmetic": 2}]
@@ -199,8 +192,8 @@ def test_runs_of_code_that_trains_differently_are_refused_in_one_line(tmp_path, 
 
 
 def test_a_seed_without_a_test_score_is_not_counted_as_one(tmp_path):
-    make_run(tmp_path, 16, 1, 27.0)
-    make_run(tmp_path, 16, 2, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 2, 27.0)
     stopped = tmp_path / "model.max_relative_position=16,train.seed=2" / "train_summary.json"
     stopped.write_text(json.dumps({"steps": 3, "stopped_by": "signal"}))
     (row,) = group_runs(find_runs(tmp_path))
@@ -209,7 +202,7 @@ def test_a_seed_without_a_test_score_is_not_counted_as_one(tmp_path):
 
 
 def test_a_corrupt_summary_is_named(tmp_path, capsys):
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     (tmp_path / "model.max_relative_position=16,train.seed=1" / "train_summary.json").write_text(
         '{\n"test_bleu": 27.0,,'
     )
@@ -228,7 +221,7 @@ def test_a_corrupt_summary_is_named(tmp_path, capsys):
 def test_a_record_the_report_cannot_resolve_is_named_with_its_key(tmp_path, capsys, value, named):
     # The demo's batch size was recorded as ${if_native_bf16:6000,2000} before rpr-nmt-train
     # resolved it; the report stopped with OmegaConf's "Unsupported interpolation type".
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     config = tmp_path / "model.max_relative_position=16,train.seed=1" / ".hydra" / "config.yaml"
     config.write_text(yaml.safe_dump({"model": {}, "train": {"max_tokens": value}}))
     assert main(["--significance", "none", str(tmp_path)]) == 2
@@ -237,77 +230,10 @@ def test_a_record_the_report_cannot_resolve_is_named_with_its_key(tmp_path, caps
     assert f"{config}: train.max_tokens" in err and named in err
 
 
-def test_the_table_says_which_hosts_its_tokens_per_second_come_from(tmp_path):
-    # A sweep's rows trained on different hosts (the lengths study: AMX, then AVX512-BF16 without
-    # AMX) read as 4x apart in tokens/s, with nothing to say the rates are not comparable.
-    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
-    other = dict(amx, cpu="Xeon B", kind="AVX512-BF16")
-    for k, seed, hosts in [(16, 1, [amx]), (16, 2, [amx, other]), (4, 1, [other]), (8, 1, [])]:
-        make_run(tmp_path, k, seed, 27.0)
-        path = tmp_path / f"model.max_relative_position={k},train.seed={seed}/train_summary.json"
-        summary = json.loads(path.read_text())
-        sessions = [{"start_step": 100 * i, "host": h} for i, h in enumerate(hosts)]
-        path.write_text(json.dumps(summary | ({"sessions": sessions} if sessions else {})))
-    note = markdown_table(group_runs(find_runs(tmp_path))).split("\n\n")[1]
-    assert note.startswith("tokens/s: each run's own training rate")
-    hosts = note.split("Hosts: ")[1].split(".")[0]  # up to the end of its sentence
-    hosts = dict(h.split(": ") for h in hosts.split("; "))
-    assert hosts == {
-        "Xeon A (AMX-BF16), 1 thread": "Shaw k = 16",
-        "Xeon B (AVX512-BF16), 1 thread": "Shaw k = 4, Shaw k = 16",  # and a resumed run's
-        "not recorded": "Shaw k = 8",
-    }
-    (only,) = group_runs(find_runs(tmp_path / "model.max_relative_position=8,train.seed=1"))
-    assert "Hosts: not recorded (runs trained before 2026-11-28)." in markdown_table([only])
-    assert "rounding" not in note  # fp32 runs: hosts differ in speed only
-
-
-def test_bf16_runs_from_different_hosts_are_said_to_differ_by_rounding(tmp_path):
-    # Kernels decide bf16 rounding (scripts/bf16_hosts.py): one host held below its bf16
-    # instructions parted from itself at update 2.
-    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
-    for k, hosts in [(16, [amx]), (4, [])]:
-        make_run(tmp_path, k, 1, 27.0)
-        path = tmp_path / f"model.max_relative_position={k},train.seed=1/train_summary.json"
-        sessions = [{"start_step": 0, "host": h} for h in hosts]
-        path.write_text(
-            json.dumps(json.loads(path.read_text()) | {"precision": "bf16", "sessions": sessions})
-        )
-    rows = group_runs(find_runs(tmp_path))
-    assert "runs from different hosts differ by that rounding too" in markdown_table(rows)
-    assert "rounding" not in markdown_table(rows[:1])  # one host: nothing to say
-
-
-def test_fp32_runs_on_another_host_beside_bf16_runs_on_one_say_nothing_of_rounding(tmp_path):
-    # Probe F4: every bf16 run on one host and an fp32 run on another brought the note, which
-    # speaks of bf16 runs from more than one host. A resumed run's sessions count one by one.
-    amx = {"device": "cpu", "cpu": "Xeon A", "kind": "AMX-BF16", "threads": 1}
-    avx2 = {"device": "cpu", "cpu": "EPYC B", "kind": "AVX2", "threads": 2}
-    runs = {16: ("bf16", [amx, amx]), 4: ("fp32", [avx2])}
-    for k, (precision, hosts) in runs.items():
-        make_run(tmp_path, k, 1, 27.0)
-        path = tmp_path / f"model.max_relative_position={k},train.seed=1/train_summary.json"
-        sessions = [{"start_step": 0, "host": h, "precision": precision} for h in hosts]
-        path.write_text(
-            json.dumps(
-                json.loads(path.read_text()) | {"precision": precision, "sessions": sessions}
-            )
-        )
-    table = markdown_table(group_runs(find_runs(tmp_path)))
-    assert "Hosts: " in table and "EPYC B" in table
-    assert "rounding" not in table
-    # The bf16 run resumed on the other host: now bf16 came from two.
-    path = tmp_path / "model.max_relative_position=16,train.seed=1/train_summary.json"
-    summary = json.loads(path.read_text())
-    summary["sessions"][1] = {"start_step": 50, "host": avx2, "precision": "bf16"}
-    path.write_text(json.dumps(summary))
-    assert "differ by that rounding too" in markdown_table(group_runs(find_runs(tmp_path)))
-
-
 def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
     from rpr_nmt.report.runs import read_hypotheses
 
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     (run,) = find_runs(tmp_path)
     for text, counted in [("", 0), ("a\nb\nc\n", 3), ("a\nb\nc", 3)]:
         (run.path / "hyp_test.txt").write_text(text)
@@ -316,7 +242,7 @@ def test_a_short_hypothesis_file_is_counted_as_a_reader_counts_it(tmp_path):
 
 
 def test_negative_samples_are_refused(tmp_path, capsys):
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     with pytest.raises(SystemExit) as stop:
         main(["--samples", "-5", str(tmp_path)])
     assert stop.value.code == 2 and "-5 is negative" in capsys.readouterr().err
@@ -326,7 +252,7 @@ def test_a_relative_corpus_root_says_where_it_was_looked_for(tmp_path, capsys, m
     """Probe U6: data=local's root (data/local) is relative; from another folder the report's
     advice to set RPR_NMT_DATA alone could not help."""
     for k in (16, 4):  # two settings: one alone has nothing to test, so reads no corpus
-        make_run(tmp_path / "sweep", k, 1, 27.0)
+        write_shaw_run(tmp_path / "sweep", k, 1, 27.0)
         run = tmp_path / "sweep" / f"model.max_relative_position={k},train.seed=1"
         config_path = run / ".hydra"
         config = yaml.safe_load((config_path / "config.yaml").read_text())
@@ -412,7 +338,7 @@ def test_a_run_without_a_test_score_is_left_out_of_its_rows_tests_too(tmp_path, 
 
 
 def test_samples_without_a_test_are_refused(tmp_path, capsys):
-    make_run(tmp_path, 16, 1, 27.0)
+    write_shaw_run(tmp_path, 16, 1, 27.0)
     with pytest.raises(SystemExit) as stop:
         main(["--samples", "300", "--significance", "none", str(tmp_path)])
     assert stop.value.code == 2
