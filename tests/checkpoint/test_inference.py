@@ -16,7 +16,7 @@ from rpr_nmt.checkpoint.inference import (
     load_ensemble_members,
     load_inference_model,
 )
-from tests.evaluate.test_cli import tiny_run  # noqa: F401  (a fixture)
+from tests.evaluate.tiny import tiny_run  # noqa: F401  (a fixture)
 
 
 def reversed_copy(path: Path, out: Path) -> Path:

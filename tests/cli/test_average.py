@@ -1,4 +1,4 @@
-"""rpr-nmt-average in-process on the tiny checkpoints of tests/evaluate/test_cli.py."""
+"""rpr-nmt-average in-process on the tiny checkpoints of tests/evaluate/tiny.py."""
 
 from __future__ import annotations
 

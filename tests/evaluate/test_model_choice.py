@@ -1,6 +1,6 @@
 """What rpr-nmt-evaluate, -translate and -score accept as their model: the checks on ensemble
 members, and how checkpoint= and ensemble= are written. Subprocesses on the tiny checkpoints of
-test_cli.py."""
+tests/evaluate/tiny.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import replace
 from rpr_nmt.checkpoint import load_checkpoint, save_checkpoint
 from rpr_nmt.cli.common import bracket_ensemble
 from tests.checkpoint.test_inference import reversed_copy
-from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
 
 def one_line_error(out, prog: str) -> str:

@@ -1,6 +1,6 @@
 """rpr-nmt-evaluate and rpr-nmt-score name their folder after the second they start; a command
 started in a second whose folder another one holds gets a folder of its own. Subprocesses on the
-tiny checkpoints of test_cli.py."""
+tiny checkpoints of tests/evaluate/tiny.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.cli.config_store import claim_run_dir
-from tests.evaluate.test_cli import REPO, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import REPO, tiny_run  # noqa: F401  (tiny_run: a fixture)
 from tests.forkrun import run_module
 
 

@@ -1,4 +1,4 @@
-"""rpr-nmt-score end to end on the tiny checkpoints of test_cli.py, run as subprocesses."""
+"""rpr-nmt-score end to end on the tiny checkpoints of tests/evaluate/tiny.py, as subprocesses."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from rpr_nmt.checkpoint import load_for_inference
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.forced import score_references
-from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
 
 def test_score_a_split_matches_the_library_and_writes_its_files(tiny_run, tmp_path):  # noqa: F811

@@ -1,6 +1,6 @@
 """rpr-nmt-translate's output=FILE: replaced only once every line is translated; a failure keeps
 the previous FILE and the translations made so far. Subprocesses on the tiny checkpoints of
-test_cli.py."""
+tests/evaluate/tiny.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluate.test_cli import cli, tiny_run, translate_process  # noqa: F401  (tiny_run)
+from tests.evaluate.tiny import cli, tiny_run, translate_process  # noqa: F401  (tiny_run)
 
 ARGS = ["decode.max_sentences=1", "decode.max_len_b=2", "input=in.en", "output=out.de"]
 

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import RefuseUnwritableRunFolder
 from rpr_nmt.cli.config_store import CONFIG_DIR
-from tests.evaluate.test_cli import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "score"])
