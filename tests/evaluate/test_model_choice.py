@@ -11,7 +11,7 @@ from dataclasses import replace
 from rpr_nmt.checkpoint import load_checkpoint, save_checkpoint
 from rpr_nmt.cli.common import bracket_ensemble
 from tests.checkpoint.test_inference import reversed_copy
-from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli
 
 
 def one_line_error(out, prog: str) -> str:
@@ -21,7 +21,7 @@ def one_line_error(out, prog: str) -> str:
     return out.stderr
 
 
-def test_an_ensemble_of_opposite_directions_is_refused(tiny_run, tmp_path):  # noqa: F811
+def test_an_ensemble_of_opposite_directions_is_refused(tiny_run, tmp_path):
     # Probe S2: en->de + de->en members sharing a joint BPE model decoded together, rc 0.
     a, deen = tiny_run["a"], reversed_copy(tiny_run["b"], tmp_path / "deen.pt")
     for command in ("evaluate", "translate"):
@@ -34,7 +34,7 @@ def test_an_ensemble_of_opposite_directions_is_refused(tiny_run, tmp_path):  # n
     assert not (tmp_path / "run" / "eval_test.json").exists()
 
 
-def test_a_member_named_twice_is_refused(tiny_run, tmp_path):  # noqa: F811
+def test_a_member_named_twice_is_refused(tiny_run, tmp_path):
     # Probe K6: [A,A] was accepted silently, the same as A alone, recorded as two models.
     a = tiny_run["a"]
     relative = os.path.relpath(a, tmp_path)  # the same file written another way
@@ -49,7 +49,7 @@ def test_a_member_named_twice_is_refused(tiny_run, tmp_path):  # noqa: F811
     assert not list((tmp_path / "run").glob("eval_*"))
 
 
-def test_a_member_named_twice_through_a_hard_link_or_its_run_folder_is_refused(tiny_run, tmp_path):  # noqa: F811
+def test_a_member_named_twice_through_a_hard_link_or_its_run_folder_is_refused(tiny_run, tmp_path):
     # Probe: a run's last.pt is a hard link to its newest step_*.pt (and a run folder stands for
     # its step checkpoints): both spellings were accepted and recorded as 2 models.
     checkpoints = tmp_path / "run_a" / "checkpoints"
@@ -68,7 +68,7 @@ def test_a_member_named_twice_through_a_hard_link_or_its_run_folder_is_refused(t
     assert not list((tmp_path / "run").glob("eval_*"))
 
 
-def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):  # noqa: F811
+def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):
     # Probe S8: eval_*.json and score_*.json did not say whether EMA or raw weights were used.
     state = load_checkpoint(tiny_run["a"])
     ema = {k: v.float() + 0.5 for k, v in state.model.items() if v.is_floating_point()}
@@ -94,7 +94,7 @@ def test_the_json_records_the_weights_that_were_loaded(tiny_run, tmp_path):  # n
     assert (record["weights"], record["weights_asked"]) == ("raw", "ema")
 
 
-def test_ensemble_of_one_path_without_brackets_is_that_list(tiny_run, tmp_path):  # noqa: F811
+def test_ensemble_of_one_path_without_brackets_is_that_list(tiny_run, tmp_path):
     # Probe U7: `ensemble=PATH` gave Hydra's "str is not a ListConfig".
     a = tiny_run["a"]
     text, args = "a man rides a bike.\n", ["decode.max_len_b=3"]
@@ -111,7 +111,7 @@ def test_ensemble_of_one_path_without_brackets_is_that_list(tiny_run, tmp_path):
         assert bracket_ensemble(argv) == argv
 
 
-def test_a_run_folder_with_last_pt_alone_points_at_it(tiny_run, tmp_path):  # noqa: F811
+def test_a_run_folder_with_last_pt_alone_points_at_it(tiny_run, tmp_path):
     # Probe U8: "neither a checkpoint file nor a run directory with checkpoints/step_*.pt".
     run = tmp_path / "onlylast"
     (run / "checkpoints").mkdir(parents=True)
@@ -124,7 +124,7 @@ def test_a_run_folder_with_last_pt_alone_points_at_it(tiny_run, tmp_path):  # no
         )
 
 
-def test_a_length_penalty_that_is_not_a_number_is_one_line(tiny_run, tmp_path):  # noqa: F811
+def test_a_length_penalty_that_is_not_a_number_is_one_line(tiny_run, tmp_path):
     # Probe C9: decode.length_penalty=nan gave a traceback.
     model = f"checkpoint={tiny_run['a']}"
     out = cli("translate", model, "decode.length_penalty=nan", cwd=tmp_path, stdin="a man.\n")

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.cli.config_store import claim_run_dir
-from tests.evaluate.tiny import REPO, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import REPO
 from tests.forkrun import run_module
 
 
 @pytest.mark.parametrize("command,record", [("evaluate", "eval_test.json"),
                                             ("score", "score_test.json")])  # fmt: skip
-def test_a_command_never_writes_into_another_commands_folder(tiny_run, tmp_path, command, record):  # noqa: F811
+def test_a_command_never_writes_into_another_commands_folder(tiny_run, tmp_path, command, record):
     # Probe D1: two commands started in the same second shared runs/<command>/<second>/; one's
     # results were lost. Here another command holds the folder of every second this one may
     # start in.

@@ -11,10 +11,10 @@ import torch
 from rpr_nmt.checkpoint import load_for_inference
 from rpr_nmt.config import DecodeConfig
 from rpr_nmt.decode.forced import score_references
-from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli
 
 
-def test_score_a_split_matches_the_library_and_writes_its_files(tiny_run, tmp_path):  # noqa: F811
+def test_score_a_split_matches_the_library_and_writes_its_files(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     out = cli(
         "score", f"checkpoint={tiny_run['a']}", "by_length=true", "bounds=[1,6,9]",
@@ -42,7 +42,7 @@ def test_score_a_split_matches_the_library_and_writes_its_files(tiny_run, tmp_pa
     assert sum(b["sentences"] for b in record["by_source_length"]) == 7
 
 
-def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):  # noqa: F811
+def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):
     (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
     (tmp_path / "in.de").write_text("ein mann fährt.\nder hund.\n", encoding="utf-8")
     ckpt = f"checkpoint={tiny_run['a']}"
@@ -81,7 +81,7 @@ def test_score_a_file_pair_and_stdin_pairs_agree(tiny_run, tmp_path):  # noqa: F
          "empty_stdin_source", "empty_source", "tokenless_stdin_reference",
          "tokenless_reference", "tokenless_stdin_source"],
 )  # fmt: skip
-def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin, message):  # noqa: F811
+def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin, message):
     (tmp_path / "in.en").write_text("a man.\nthe dog.\n", encoding="utf-8")
     (tmp_path / "short.de").write_text("ein mann.\n", encoding="utf-8")
     (tmp_path / "blank.de").write_text("ein mann.\n \n", encoding="utf-8")
@@ -94,7 +94,7 @@ def test_score_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, args, stdin,
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-def test_score_is_exact_for_the_checkpoint_model(tiny_run):  # noqa: F811
+def test_score_is_exact_for_the_checkpoint_model(tiny_run):
     # The CLI's figures come from score_references; it equals a plain teacher-forced pass.
     model, tokenizer, _ = load_for_inference(str(tiny_run["a"]))
     [sentence] = score_references(model, tokenizer, ["a dog."], ["ein hund."], DecodeConfig())
@@ -107,7 +107,7 @@ def test_score_is_exact_for_the_checkpoint_model(tiny_run):  # noqa: F811
     assert sentence.logprobs == pytest.approx(expected, abs=1e-5)
 
 
-def test_score_encodes_each_line_once(tiny_run, tmp_path, monkeypatch):  # noqa: F811
+def test_score_encodes_each_line_once(tiny_run, tmp_path, monkeypatch):
     # The CLI's check for lines of no BPE token encoded every line before score_references did.
     from rpr_nmt.cli.score import run
     from rpr_nmt.config import ScoreJobConfig

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluate.tiny import cli, tiny_run, translate_process  # noqa: F401  (tiny_run)
+from tests.evaluate.tiny import cli, translate_process
 
 ARGS = ["decode.max_sentences=1", "decode.max_len_b=2", "input=in.en", "output=out.de"]
 
 
-def test_a_failure_keeps_the_previous_output_and_the_translations_so_far(tiny_run, tmp_path):  # noqa: F811
+def test_a_failure_keeps_the_previous_output_and_the_translations_so_far(tiny_run, tmp_path):
     # Probe D3: output= was emptied before decoding; a failure left it 0 bytes.
     (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
     (tmp_path / "in.en").write_bytes(b"a man rides.\n" * 20 + b"the \xff dog.\nmore.\n")
@@ -33,7 +33,7 @@ def test_a_failure_keeps_the_previous_output_and_the_translations_so_far(tiny_ru
     assert (tmp_path / "out.de.partial").read_text(encoding="utf-8").count("\n") == 20
 
 
-def test_a_failure_before_any_translation_leaves_no_partial_file(tiny_run, tmp_path):  # noqa: F811
+def test_a_failure_before_any_translation_leaves_no_partial_file(tiny_run, tmp_path):
     (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
     (tmp_path / "in.en").write_text("a man rides.\n", encoding="utf-8")
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
@@ -44,7 +44,7 @@ def test_a_failure_before_any_translation_leaves_no_partial_file(tiny_run, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.pt", "in.en", "out.de"]
 
 
-def test_success_replaces_the_output_keeping_its_mode(tiny_run, tmp_path):  # noqa: F811
+def test_success_replaces_the_output_keeping_its_mode(tiny_run, tmp_path):
     (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
     os.chmod(tmp_path / "out.de", 0o640)
     (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
@@ -64,7 +64,7 @@ def lines_in(path: Path) -> int:
 
 
 @pytest.mark.parametrize("where", ["stdout", "file"])
-def test_ctrl_c_is_one_line_and_exit_130(tiny_run, tmp_path, where):  # noqa: F811
+def test_ctrl_c_is_one_line_and_exit_130(tiny_run, tmp_path, where):
     # Probe C9: Ctrl-C printed a KeyboardInterrupt traceback. The input stays open: the command
     # is waiting for line 17 when it is stopped, with one window of 16 lines translated.
     (tmp_path / "out.de").write_text("PREVIOUS CONTENT\n", encoding="utf-8")
@@ -98,7 +98,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tiny_run, tmp_path, where):  # noqa: F8
         assert err.endswith("; their translations are written\n")
 
 
-def test_a_line_longer_than_max_input_tokens_stops_the_run_with_its_number(tiny_run, tmp_path):  # noqa: F811
+def test_a_line_longer_than_max_input_tokens_stops_the_run_with_its_number(tiny_run, tmp_path):
     # Probe C8: no per-line cap; a document without line breaks could exhaust memory.
     text = "a man rides.\nthe dog.\n\n" + "a man rides a red bike " * 40 + "\nmore.\n"
     args = [f"checkpoint={tiny_run['a']}", "decode.max_len_b=2"]
@@ -118,7 +118,7 @@ def test_a_line_longer_than_max_input_tokens_stops_the_run_with_its_number(tiny_
     assert "error: max_input_tokens=0: give at least 1" in out.stderr
 
 
-def test_an_input_without_line_ends_is_refused_by_the_default_limit(tiny_run, tmp_path):  # noqa: F811
+def test_an_input_without_line_ends_is_refused_by_the_default_limit(tiny_run, tmp_path):
     # Probe C8: input=/dev/zero read one endless line until memory ran out.
     out = cli("translate", f"checkpoint={tiny_run['a']}", "input=/dev/zero", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
@@ -128,7 +128,7 @@ def test_an_input_without_line_ends_is_refused_by_the_default_limit(tiny_run, tm
     )
 
 
-def test_carriage_returns_inside_a_line_are_warned_about_once(tiny_run, tmp_path):  # noqa: F811
+def test_carriage_returns_inside_a_line_are_warned_about_once(tiny_run, tmp_path):
     # Probe K10: a file with CR-only line ends became one line, without a word.
     (tmp_path / "mac.en").write_bytes(b"a man.\rthe dog.\ra child.\r")
     out = cli("translate", f"checkpoint={tiny_run['a']}", "input=mac.en", "decode.beam_size=1",
@@ -145,7 +145,7 @@ def test_carriage_returns_inside_a_line_are_warned_about_once(tiny_run, tmp_path
     assert crlf.returncode == 0 and crlf.stderr == "" and len(crlf.stdout.splitlines()) == 2
 
 
-def test_a_symbolic_link_output_is_written_through(tiny_run, tmp_path):  # noqa: F811
+def test_a_symbolic_link_output_is_written_through(tiny_run, tmp_path):
     # Probe: output=LINK replaced the link by a regular file; its target was never written.
     # Written as a shell redirect writes: the link stays, its target gets the translations.
     (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")
@@ -168,7 +168,7 @@ def test_a_symbolic_link_output_is_written_through(tiny_run, tmp_path):  # noqa:
 
 
 @pytest.mark.parametrize("name", ["out-ü.txt", "out,v2.txt", "o]ut.txt"])
-def test_an_output_name_hydra_would_misread_is_written_as_named(tiny_run, tmp_path, name):  # noqa: F811
+def test_an_output_name_hydra_would_misread_is_written_as_named(tiny_run, tmp_path, name):
     # Probe: these names crashed in Hydra's override parser (a multi-line error, exit 1) unless
     # the file existed already (rpr_nmt/cli/path_overrides.py quotes a path to write as well).
     (tmp_path / "in.en").write_text("a man rides.\nthe dog.\n", encoding="utf-8")

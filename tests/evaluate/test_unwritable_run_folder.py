@@ -12,12 +12,12 @@ from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import RefuseUnwritableRunFolder
 from rpr_nmt.cli.config_store import CONFIG_DIR
-from tests.evaluate.tiny import cli, tiny_run  # noqa: F401  (tiny_run: a fixture)
+from tests.evaluate.tiny import cli
 
 
 @pytest.mark.parametrize("command", ["evaluate", "score"])
 @pytest.mark.parametrize("under", ["", "/run"])
-def test_a_file_as_the_run_folder_is_one_line(tiny_run, tmp_path, command, under):  # noqa: F811
+def test_a_file_as_the_run_folder_is_one_line(tiny_run, tmp_path, command, under):
     afile = tmp_path / "afile"
     afile.write_text("x\n")
     out = cli(command, f"checkpoint={tiny_run['a']}", f"hydra.run.dir={afile}{under}", cwd=tmp_path)
