@@ -14,8 +14,9 @@
 # command decodes it. A run stopped before its budget starts over (the peer's runs do not resume
 # here). Writes $PEERS/news_v$VOCAB/runs/NAME_rpr_1000000{,.log,.summary} and one JSON line per
 # split scored, {"name", "split", "steps", "bleu", "chrf", ...}, to $PEERS/news_v$VOCAB/scores.jsonl.
-# Environment: MINUTES (60), VOCAB (16000, data=wmt_news_en_de's size), SAVE_EVERY (100 updates), TEST (0), PEER (../shared/peers/opennmt), PEERS
-# (/tmp/peers: the peer's virtualenv from its setup.sh), RPR_NMT_DATA (where wmt_news_ende is).
+# Environment: MINUTES (60), VOCAB (16000, data=wmt_news_en_de's size), SAVE_EVERY (100 updates),
+# TEST (0), PEER (../shared/peers/opennmt), PEERS (/tmp/peers: the peer's virtualenv from its
+# setup.sh), RPR_NMT_DATA (where wmt_news_ende is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: peer_news.sh NAME [onmt_train options ...]" >&2; exit 2; }
