@@ -5,14 +5,13 @@ tiny checkpoints of tests/evaluate/tiny.py."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from rpr_nmt.cli.config_store import claim_run_dir
-from tests.evaluate.tiny import REPO
+from tests.evaluate.tiny import command_env
 from tests.forkrun import run_module
 
 
@@ -29,7 +28,7 @@ def test_a_command_never_writes_into_another_commands_folder(tiny_run, tmp_path,
     for folder in others:
         folder.mkdir(parents=True)
         (folder / record).write_text('{"other": true}\n')
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RPR_NMT_RUNS": str(runs)}
+    env = command_env(RPR_NMT_RUNS=str(runs))
     args = [f"checkpoint={tiny_run['a']}", "decode.beam_size=1", "decode.max_len_b=2"]
     out = run_module(f"rpr_nmt.cli.{command}", args, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr

@@ -3,14 +3,13 @@ n-best lists, lines split on newlines alone, output written window by window, ba
 
 from __future__ import annotations
 
-import os
 import select
 import subprocess
 import sys
 
 import pytest
 
-from tests.evaluate.tiny import REPO, cli, translate_process
+from tests.evaluate.tiny import cli, command_env, translate_process
 
 
 def test_translate_reads_stdin_and_writes_nbest(tiny_run, tmp_path):
@@ -104,9 +103,8 @@ def test_translate_stops_at_invalid_utf8_after_writing_the_lines_before(tiny_run
         # out.de is written only at the end: the translations so far are in out.de.partial
         written = (tmp_path / "out.de.partial").read_text(encoding="utf-8")
     else:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
         cmd = [sys.executable, "-m", "rpr_nmt.cli.translate", *args]
-        out = subprocess.run(cmd, cwd=tmp_path, env=env, input=data, capture_output=True)
+        out = subprocess.run(cmd, cwd=tmp_path, env=command_env(), input=data, capture_output=True)
         out.stderr, written = out.stderr.decode(), out.stdout.decode()
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.count("\n") == 1

@@ -70,20 +70,23 @@ def tiny_run(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+def command_env(**extra: str) -> dict[str, str]:
+    """This environment, with the repository importable by a command's process, and `extra`."""
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
 def cli(module: str, *args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess:
     """`python -m rpr_nmt.cli.MODULE ARGS` in a process of its own (forked: tests/forkrun.py)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return run_module(f"rpr_nmt.cli.{module}", list(args), cwd=cwd, env=env, stdin=stdin)
+    return run_module(f"rpr_nmt.cli.{module}", list(args), cwd=cwd, env=command_env(), stdin=stdin)
 
 
 def translate_process(tiny_run, *args: str, cwd: Path) -> subprocess.Popen:
     """rpr-nmt-translate reading a pipe that stays open until the test closes it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "rpr_nmt.cli.translate", f"checkpoint={tiny_run['a']}", *args]
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Ctrl-C as from a terminal: a shell without job control (nohup, `cmd &`) starts its children
     # with SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
-    return subprocess.Popen(cmd, cwd=cwd, env=env, preexec_fn=_default_sigint, **pipes)
+    return subprocess.Popen(cmd, cwd=cwd, env=command_env(), preexec_fn=_default_sigint, **pipes)
 
 
 def _default_sigint() -> None:
