@@ -7,7 +7,8 @@ fcntl.flock on an open file: the kernel releases it when its process ends, howev
 stays; it names the last holder ("host NAME pid N"), which the refusal of a second trainer quotes.
 
 Where flock is unsupported (some network file systems answer ENOLCK or EOPNOTSUPP) the run goes
-on unlocked with a warning; docs/usage.md ("The run lock") says what holds on network file systems.
+on unlocked with a warning; docs/training.md ("The run lock") says what holds on network file
+systems.
 """
 
 from __future__ import annotations

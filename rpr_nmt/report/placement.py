@@ -155,7 +155,7 @@ def _missing_note(rows: Sequence[Row], groups: list[tuple[Row, dict[str, Row]]])
         "This sweep has methods in one stack only but not what the table tests them against: "
         f"{', and '.join(lacking)}. Train them into this sweep folder (the sweep's command "
         f"with {', and with '.join(train)}), or copy runs trained before beside these with "
-        "`rpr-nmt-report --collect RUN --into FOLDER` and report that folder (docs/usage.md, "
+        "`rpr-nmt-report --collect RUN --into FOLDER` and report that folder (docs/reporting.md, "
         '"Which stack needs word order").\n'
     )
 
