@@ -1,9 +1,9 @@
 """Do two CPU classes train a run to the same numbers? The first updates of a published setting.
 
 The word-order study on unseen lengths sets runs trained on one CPU class beside runs trained on
-another (docs/results.md, "Unseen lengths"): bf16 matrix products run through other kernels on
-AMX, on AVX512-BF16 without AMX and on AVX2, and may round otherwise. This trains the first
---updates updates of the length study's sinusoid run at its recipe
+another (docs/results_positions.md, "unseen lengths"): bf16 matrix products run through other
+kernels on AMX, on AVX512-BF16 without AMX and on AVX2, and may round otherwise. This trains the
+first --updates updates of the length study's sinusoid run at its recipe
 (experiment=length_generalisation positions=absolute, train=cpu_short, seed 1, one thread, as its
 sweep ran) on this host, writes every training loss with the host it came from, and compares them
 with the files other hosts wrote: the same to the last bit, or the update where they first part

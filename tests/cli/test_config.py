@@ -345,10 +345,10 @@ def test_the_demo_preset_is_cpu_short_where_bf16_is_native_and_its_fp32_branch_e
         )
 
 
-# The position study reuses published runs (docs/results.md): the study's command must compose, for
-# those settings, the configuration each published run recorded, key for key. Keys added since (the
-# later position methods' fields) are absent from the old records; the published code's losses are
-# checked by tests/train/test_published_settings_unchanged.py.
+# The position study reuses published runs (docs/results_positions.md): the study's command must
+# compose, for those settings, the configuration each published run recorded, key for key. Keys
+# added since (the later position methods' fields) are absent from the old records; the published
+# code's losses are checked by tests/train/test_published_settings_unchanged.py.
 STUDY_RECIPE = ["train=cpu_short", "train.max_time_minutes=null", "train.max_steps=1400"]
 SEED_1 = "train.seed=1,train=cpu_short"
 REUSED = {  # the study's positions= -> the published run it reuses (seed 1)

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from rpr_nmt.cli.config_store import CONFIG_DIR, register_configs
 from tests.conftest import REPO
 
-# The tuning run the preset is (docs/results.md, "The news corpus").
+# The tuning run the preset is (docs/results_news.md).
 CHOSEN = REPO / "results" / "tune_wmt_news_en_de" / "data.vocab_size=16000,train.lr=0.004"
 # What the preset sets otherwise: the hour's budget in updates, and newstest2014 scored at the end.
 BUDGET = {"max_steps", "max_time_minutes", "evaluate_test"}

@@ -57,7 +57,8 @@ def test_the_sinusoid_is_read_from_the_embeddings_and_no_method_adds_nothing_to_
 def test_without_positions_only_the_decoders_causal_mask_tells_where_a_token_is(tiny_bpe):
     """No method at all, untrained: the encoder sees a bag of tokens, and no layer reads position
     much better than the tokens alone (a trained one learns a little from which words a sentence
-    holds: docs/results.md); the decoder's later layers do, from how many tokens each query sees."""
+    holds: docs/results_positions.md); the decoder's later layers do, from how many tokens each
+    query sees."""
     sources, targets = corpus(60, seed=3)
     encoder, decoder = position_probe(
         model_of(max_relative_position=0), tiny_bpe, sources, targets, batch_size=8

@@ -95,8 +95,8 @@ def test_the_encoder_sees_word_order_unless_no_method_is_on(name):
 @pytest.mark.parametrize("name", ["alibi", "rope", "t5", "learned"])
 def test_only_alibis_encoder_cannot_tell_left_from_right(name):
     """ALiBi's encoder bias -m |i - j| is symmetric: a reversed source gives the reversed memory,
-    so the encoder alone cannot tell a sentence from its mirror image (docs/results.md, the
-    position study). Every other method sees direction."""
+    so the encoder alone cannot tell a sentence from its mirror image (docs/results_positions.md,
+    the position study). Every other method sees direction."""
     model = tiny(name, dropout=0.0, attention_dropout=0.0).eval()
     src, _ = batch()
     src = src[[0, 2]]  # no padding: a padded row's mirror would start with its padding

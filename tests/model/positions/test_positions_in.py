@@ -42,7 +42,7 @@ def decoder_sees_order(model: torch.nn.Module) -> bool:
     One causal layer without positions sees only which words came before, not in what order; a
     second one would see order in the states below it (the state at position 0 has seen one word,
     at position 1 two): the implicit positions of causal attention, which the position probe reads
-    (docs/results.md)."""
+    (docs/results_positions.md)."""
     src, tgt = batch()
     swapped = tgt[:, [1, 0, *range(2, tgt.size(1))]]
     with torch.no_grad():
