@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The position probe of every finished run of a sweep (docs/results_positions.md, "What each layer
-# knows of absolute position"): rpr-nmt-inspect on each run's last checkpoint, then scripts/probe_table.py
-# over them all.
+# knows of absolute position"): rpr-nmt-inspect on each run's last checkpoint, then
+# scripts/probe_table.py over them all.
 #
 #   bash scripts/probe_sweep.sh SWEEP_DIR OUT_DIR      # e.g. runs/sweeps/where_positions_multi30k_en_de
 #

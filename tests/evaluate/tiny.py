@@ -25,8 +25,9 @@ SACREBLEU = Path(sys.executable).parent / "sacrebleu"
 WORDS_EN = (
     "a man woman dog child rides runs sits on the red blue big small bike street park".split()
 )
-WORDS_DE = "ein mann frau hund kind fährt läuft sitzt auf der rote blaue große kleine rad"
-WORDS_DE = (WORDS_DE + " straße park").split()
+WORDS_DE = (
+    "ein mann frau hund kind fährt läuft sitzt auf der rote blaue große kleine rad straße park"
+).split()
 TINY = ModelConfig(
     d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2,
     max_relative_position=4, pre_norm=True,
