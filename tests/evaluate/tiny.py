@@ -35,10 +35,12 @@ TINY = ModelConfig(
 
 
 def corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    """n random English sentences of 2-8 words and their word-by-word German, fixed by `seed`."""
     g = torch.Generator().manual_seed(seed)
     src, tgt = [], []
     for _ in range(n):
-        idx = torch.randint(0, len(WORDS_EN), (int(torch.randint(2, 9, (1,), generator=g)),))
+        length = int(torch.randint(2, 9, (1,), generator=g))
+        idx = torch.randint(0, len(WORDS_EN), (length,), generator=g)
         src.append(" ".join(WORDS_EN[i] for i in idx.tolist()) + ".")
         tgt.append(" ".join(WORDS_DE[i] for i in idx.tolist()) + ".")
     return src, tgt
