@@ -23,20 +23,23 @@ RUN=$WORK/runs/${NAME}_rpr_1000000
   echo "peer_collect: $RUN has not finished (no done file or summary); is VOCAB=$VOCAB its size?" >&2
   exit 2
 }
-mkdir -p "$INTO/$NAME"
-cp "$RUN.summary" "$INTO/$NAME/train_summary.txt"
 "$PY" - "$NAME" "$WORK" "$RUN" "$INTO/$NAME" <<'EOF'
 import json, shutil, sys
 from pathlib import Path
 
 name, work, run, into = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
 latest = {}  # split -> its latest scored line for this run
-for line in (work / "scores.jsonl").read_text().splitlines():
+scores = work / "scores.jsonl"
+for line in scores.read_text().splitlines() if scores.exists() else []:
     score = json.loads(line)
     if score["name"] == name:
         latest[score["split"]] = score
 if not latest:
-    sys.exit(f"peer_collect: {work / 'scores.jsonl'} has no line for {name}; decode it with peer_news.sh")
+    print(f"peer_collect: {scores} has no line for {name}: decode the run with peer_news.sh",
+          file=sys.stderr)
+    sys.exit(2)
+into.mkdir(parents=True, exist_ok=True)
+shutil.copyfile(run.with_name(run.name + ".summary"), into / "train_summary.txt")
 folder = {"newstest2013": "val", "newstest2014": "test_2016_flickr"}  # the peer's split names
 for split, score in sorted(latest.items()):
     trans = work / "trans" / f"{run.name}_model_step_{score['steps']}_{folder[split]}_b4"
