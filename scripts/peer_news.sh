@@ -12,8 +12,9 @@
 # The options are appended to the peer's own (its README), so they override its recipe. A finished
 # run (its checkpoint folder holds a loadable checkpoint and a done file) is not trained again: the
 # command decodes it. A run stopped before its budget starts over (the peer's runs do not resume
-# here). Writes $PEERS/news_v$VOCAB/runs/NAME_rpr_1000000{,.log,.summary} and one JSON line per
-# split scored, {"name", "split", "steps", "bleu", "chrf", ...}, to $PEERS/news_v$VOCAB/scores.jsonl.
+# here); a split this checkpoint was decoded and scored on already is not decoded again. Writes
+# $PEERS/news_v$VOCAB/runs/NAME_rpr_1000000{,.log,.summary} and one JSON line per split scored,
+# {"name", "split", "steps", "bleu", "chrf", ...}, to $PEERS/news_v$VOCAB/scores.jsonl.
 # Environment: MINUTES (60), VOCAB (16000, data=wmt_news_en_de's size), SAVE_EVERY (100 updates),
 # TEST (0), PEER (../shared/peers/opennmt), PEERS (/tmp/peers: the peer's virtualenv from its
 # setup.sh), RPR_NMT_DATA (where wmt_news_ende is).
@@ -76,9 +77,13 @@ done
 SPLITS=val
 [ "$TEST" = 1 ] && SPLITS="val test_2016_flickr"
 for split in $SPLITS; do
+  SUMMARY=$WORK/trans/$(basename "$RUN")_$(basename "$CKPT" .pt)_${split}_b4/summary.json
+  if [ "$SUMMARY" -nt "$CKPT" ] && grep -q "\"name\": \"$NAME\"" "$WORK/scores.jsonl" 2> /dev/null; then
+    echo "== $split: this checkpoint is decoded and scored already ($SUMMARY)"
+    continue
+  fi
   echo "== beam 4 on $split ($(date -u +%T)), $CKPT"
   (cd "$PEER" && WORK=$WORK VENV=$PEERS/venv bash translate_bench.sh "$CKPT" "$split" 4 64) > "$WORK/translate.log" 2>&1
-  SUMMARY=$WORK/trans/$(basename "$RUN")_$(basename "$CKPT" .pt)_${split}_b4/summary.json
   "$PY" - "$NAME" "$split" "$CKPT" "$SUMMARY" "$RUN.summary" "$*" >> "$WORK/scores.jsonl" <<'EOF'
 import json, re, sys
 name, split, ckpt, summary, train, options = sys.argv[1:7]

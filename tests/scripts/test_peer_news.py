@@ -44,3 +44,31 @@ def test_a_missing_peer_is_named(tmp_path):
     done = peer_news(["base"], tmp_path, PEER=str(tmp_path / "nowhere"))
     assert done.returncode == 2
     assert f"{tmp_path / 'nowhere'}/train_bench.sh not found" in done.stderr
+
+
+def test_a_split_scored_for_this_checkpoint_is_not_decoded_again(tmp_path):
+    peers = tmp_path / "peers"
+    work = peers / "news_v16000"
+    run = work / "runs" / "base_rpr_1000000"
+    for path in (peers / "venv" / "bin", work / "data" / "spm", run):
+        path.mkdir(parents=True)
+    for tool in ("onmt_train", "python"):  # a stand-in venv whose python loads any checkpoint
+        (peers / "venv" / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (peers / "venv" / "bin" / tool).chmod(0o755)
+    (work / "data" / "spm" / "vocab.shared").write_text("")
+    (run / "done").write_text("")
+    checkpoint = run / "model_step_300.pt"
+    checkpoint.write_text("")
+    summary = work / "trans" / "base_rpr_1000000_model_step_300_val_b4" / "summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("{}")
+    os.utime(checkpoint, (1, 1))  # older than its decoding
+    (work / "scores.jsonl").write_text('{"name": "base", "split": "newstest2013", "steps": 300}\n')
+    done = peer_news(["base"], tmp_path)  # train_bench.sh and translate_bench.sh would exit 99
+    assert done.returncode == 0, done.stderr
+    assert "val: this checkpoint is decoded and scored already" in done.stdout
+    assert (work / "scores.jsonl").read_text().count("\n") == 1
+    os.utime(checkpoint)  # a newer checkpoint than its decoding is decoded again
+    (peer := tmp_path / "peer").mkdir(exist_ok=True)
+    (peer / "translate_bench.sh").write_text("exit 99\n")
+    assert peer_news(["base"], tmp_path).returncode != 0
