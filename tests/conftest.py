@@ -1,11 +1,12 @@
 """Shared fixtures: the real corpora's root, and deterministic, single-threaded torch; loading a
-script of scripts/ as a module."""
+script of scripts/ as a module; a command's environment, and its config composed as Hydra does."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -38,6 +39,22 @@ def load_script(name: str) -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    """This environment, with the repository importable by a command's process, and `extra`."""
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def compose_command(overrides: Sequence[str] = (), command: str = "train", hydra: bool = False):
+    """The DictConfig rpr-nmt-<command> composes from configs/ with `overrides`; `hydra` keeps the
+    hydra node (run folder, callbacks, sweep settings)."""
+    from hydra import compose, initialize_config_dir
+
+    from rpr_nmt.cli.config_store import CONFIG_DIR
+
+    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+        return compose(command, overrides=list(overrides), return_hydra_config=hydra)
 
 
 def _shared_data_root() -> Path | None:

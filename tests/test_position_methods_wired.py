@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from rpr_nmt.cli.config_store import CONFIG_DIR
@@ -20,6 +19,7 @@ from rpr_nmt.config import position_methods
 from rpr_nmt.model.positions import ABSOLUTE_METHODS, RELATIVE_METHODS
 from rpr_nmt.report.labels import METHOD_NAMES
 from rpr_nmt.report.sweep import LATER_METHODS
+from tests.conftest import compose_command
 
 # The paper's own methods: Shaw's tables and the sinusoid; the reports name and order them apart.
 PAPERS = ("shaw", "sinusoid")
@@ -35,8 +35,7 @@ def study_presets() -> list[str]:
 
 def methods_of_preset(preset: str) -> tuple[str, str]:
     """(absolute, relative) of configs/positions/<preset>.yaml over the default model."""
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=[f"positions={preset}"])
+    cfg = compose_command([f"positions={preset}"])
     return position_methods(OmegaConf.to_container(cfg.model))
 
 

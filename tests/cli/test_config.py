@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -28,7 +27,7 @@ from rpr_nmt.config import (
     TranslateJobConfig,
     job_config_from_dict,
 )
-from tests.conftest import REPO
+from tests.conftest import REPO, compose_command
 
 GROUPS = {
     "data": DataConfig,
@@ -52,8 +51,7 @@ def options(group: str) -> list[str]:
 
 
 def compose_job(name: str, overrides: list[str], hydra: bool = False):
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        return compose(name, overrides=PRIMARY_EXTRA[name] + overrides, return_hydra_config=hydra)
+    return compose_command(PRIMARY_EXTRA[name] + overrides, name, hydra)
 
 
 def test_public_config_names_exist():

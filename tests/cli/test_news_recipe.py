@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from rpr_nmt.cli.config_store import CONFIG_DIR, register_configs
-from tests.conftest import REPO
+from tests.conftest import REPO, compose_command
 
 # The tuning run the preset is (docs/results_news.md).
 CHOSEN = REPO / "results" / "tune_wmt_news_en_de" / "data.vocab_size=16000,train.lr=0.004"
@@ -19,10 +17,7 @@ BUDGET = {"max_steps", "max_time_minutes", "evaluate_test"}
 
 
 def composed(overrides: list[str]) -> dict:
-    register_configs()
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=False)
+    return OmegaConf.to_container(compose_command(overrides), resolve=False)
 
 
 def test_news_short_is_the_chosen_tuning_run():

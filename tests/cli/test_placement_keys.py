@@ -4,16 +4,13 @@ composes into the run folder's name (configs/hydra/train.yaml's exclude_keys).""
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from rpr_nmt.cli.config_store import CONFIG_DIR, register_configs
 from rpr_nmt.config import override_key, placement_keys
+from tests.conftest import compose_command
 
 
 def test_placement_keys_are_the_keys_the_run_folder_name_leaves_out():
-    register_configs()
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="train", return_hydra_config=True)
+    cfg = compose_command(hydra=True)
     composed = set(cfg.hydra.job.config.override_dirname.exclude_keys)
     assert placement_keys() == composed
     assert {"train.max_steps", "train.evaluate_test"} <= placement_keys()

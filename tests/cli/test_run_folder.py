@@ -8,10 +8,8 @@ import os
 import shutil
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict, read_write
 
-from rpr_nmt.cli.config_store import CONFIG_DIR
 from rpr_nmt.cli.run_folder import (
     NAME_MAX_BYTES,
     RefuseBusyRunFolder,
@@ -20,14 +18,14 @@ from rpr_nmt.cli.run_folder import (
     describe_os_error,
     run_folder_name,
 )
+from tests.conftest import compose_command
 from tests.train.conftest import make_corpus, run_train, tiny_overrides
 
 
 def multirun_config(command_line: list[str], composed: tuple[str, ...] = ()) -> DictConfig:
     """The config a multirun's callbacks get: `composed` (no sweeps) composed, and the command
     line as Hydra records it (with its sweep overrides, unparsed)."""
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        config = compose("train", overrides=list(composed), return_hydra_config=True)
+    config = compose_command(composed, hydra=True)
     with read_write(config), open_dict(config):
         config.hydra.overrides.task = command_line
     return config
@@ -87,8 +85,7 @@ def run_dir(overrides: list[str]) -> str:
     """hydra.run.dir of rpr-nmt-train with these overrides, as the job sees it."""
     from hydra.core.hydra_config import HydraConfig
 
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        config = compose("train", overrides=overrides, return_hydra_config=True)
+    config = compose_command(overrides, hydra=True)
     saved = HydraConfig.instance().cfg
     HydraConfig.instance().set_config(config)
     try:
@@ -202,8 +199,7 @@ def test_the_record_holds_the_hosts_choices_as_it_chose_them():
     from rpr_nmt.cli.config_store import if_native_bf16
     from rpr_nmt.cli.run_folder import with_host_choices_resolved
 
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        config = compose("train", overrides=["train=demo"])
+    config = compose_command(["train=demo"])
     recorded = OmegaConf.create(OmegaConf.to_yaml(with_host_choices_resolved(config)))
     assert recorded.train.max_tokens == if_native_bf16(6000, 2000) == config.train.max_tokens
     assert recorded.train.warmup_steps == if_native_bf16(400, 100)

@@ -13,7 +13,8 @@ from rpr_nmt.checkpoint import TrainingState, save_checkpoint
 from rpr_nmt.config import DataConfig, ModelConfig, TrainJobConfig
 from rpr_nmt.data.bpe import train_bpe
 from rpr_nmt.model import build_model
-from tests.evaluate.tiny import WORDS_DE, WORDS_EN, cli, corpus
+from tests.evaluate.tiny import cli, corpus
+from tests.word_corpus import WORDS_DE, WORDS_EN
 
 ROWS = 16  # model.max_positions: a sentence of 15 tokens + EOS fits
 LEARNED = ModelConfig(

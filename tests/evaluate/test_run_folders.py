@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rpr_nmt.cli.config_store import claim_run_dir
-from tests.evaluate.tiny import command_env
+from tests.conftest import command_env
 from tests.forkrun import run_module
 
 

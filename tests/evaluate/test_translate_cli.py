@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.evaluate.tiny import cli, command_env, translate_process
+from tests.conftest import command_env
+from tests.evaluate.tiny import cli, translate_process
 
 
 def test_translate_reads_stdin_and_writes_nbest(tiny_run, tmp_path):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from rpr_nmt.cli.common import RefuseUnwritableRunFolder
-from rpr_nmt.cli.config_store import CONFIG_DIR
+from tests.conftest import compose_command
 from tests.evaluate.tiny import cli
 
 
@@ -30,9 +29,7 @@ def test_a_file_as_the_run_folder_is_one_line(tiny_run, tmp_path, command, under
 
 
 def composed(command: str, run_dir: str) -> DictConfig:
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        return compose(command, overrides=["checkpoint=x.pt", f"hydra.run.dir={run_dir}"],
-                       return_hydra_config=True)  # fmt: skip
+    return compose_command(["checkpoint=x.pt", f"hydra.run.dir={run_dir}"], command, hydra=True)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "score"])

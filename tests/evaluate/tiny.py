@@ -4,7 +4,6 @@ imported torch (tests/forkrun.py)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,16 +17,11 @@ from rpr_nmt.checkpoint import TrainingState, save_checkpoint
 from rpr_nmt.config import DataConfig, ModelConfig, TrainJobConfig
 from rpr_nmt.data.bpe import train_bpe
 from rpr_nmt.model import build_model
+from tests.conftest import command_env
 from tests.forkrun import run_module
+from tests.word_corpus import corpus as word_corpus
 
-REPO = Path(__file__).resolve().parents[2]
 SACREBLEU = Path(sys.executable).parent / "sacrebleu"
-WORDS_EN = (
-    "a man woman dog child rides runs sits on the red blue big small bike street park".split()
-)
-WORDS_DE = (
-    "ein mann frau hund kind fährt läuft sitzt auf der rote blaue große kleine rad straße park"
-).split()
 TINY = ModelConfig(
     d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2,
     max_relative_position=4, pre_norm=True,
@@ -36,14 +30,7 @@ TINY = ModelConfig(
 
 def corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
     """n random English sentences of 2-8 words and their word-by-word German, fixed by `seed`."""
-    g = torch.Generator().manual_seed(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        length = int(torch.randint(2, 9, (1,), generator=g))
-        idx = torch.randint(0, len(WORDS_EN), (length,), generator=g)
-        src.append(" ".join(WORDS_EN[i] for i in idx.tolist()) + ".")
-        tgt.append(" ".join(WORDS_DE[i] for i in idx.tolist()) + ".")
-    return src, tgt
+    return word_corpus(n, seed, min_words=2, max_words=8)
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +58,6 @@ def tiny_run(tmp_path_factory) -> dict[str, Path]:
         state = TrainingState(config=config, model=model.state_dict(), bpe_model=proto, step=seed)
         paths[name] = save_checkpoint(state, root / f"{name}.pt")
     return paths
-
-
-def command_env(**extra: str) -> dict[str, str]:
-    """This environment, with the repository importable by a command's process, and `extra`."""
-    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
 
 
 def cli(module: str, *args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess:

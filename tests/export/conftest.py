@@ -16,28 +16,13 @@ from rpr_nmt.config import DataConfig, ModelConfig, TrainJobConfig
 from rpr_nmt.data import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from rpr_nmt.data.bpe import train_bpe
 from rpr_nmt.model import Transformer, build_model
+from tests.word_corpus import corpus
 
-WORDS_EN = "a man woman dog child rides runs sits on the red blue big small bike street park"
-WORDS_DE = "ein mann frau hund kind fährt läuft sitzt auf der rote blaue große kleine rad straße"
-VOCAB = dict(zip(WORDS_EN.split(), (WORDS_DE + " park").split()))
 TINY = ModelConfig(
     d_model=32, n_heads=2, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0,
     attention_dropout=0.0, max_relative_position=4, share_relative_across_heads=True,
     pre_norm=True,
 )  # fmt: skip
-
-
-def corpus(n: int, seed: int, max_words: int = 10) -> tuple[list[str], list[str]]:
-    """n random English word strings and their word-by-word German."""
-    g = torch.Generator().manual_seed(seed)
-    words = list(VOCAB)
-    src, tgt = [], []
-    for _ in range(n):
-        length = int(torch.randint(1, max_words + 1, (1,), generator=g))
-        idx = torch.randint(0, len(words), (length,), generator=g).tolist()
-        src.append(" ".join(words[i] for i in idx) + ".")
-        tgt.append(" ".join(VOCAB[words[i]] for i in idx) + ".")
-    return src, tgt
 
 
 def padded(rows: list[list[int]]) -> torch.Tensor:

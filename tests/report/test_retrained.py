@@ -19,7 +19,7 @@ import yaml
 from rpr_nmt.cli.report import main
 from rpr_nmt.config import DataConfig, ModelConfig
 from rpr_nmt.evaluate import score_corpus
-from tests.conftest import REPO
+from tests.conftest import REPO, compose_command
 
 from .run_folders import write_run_folder
 from .test_position_study import LONG, SHORT, keep_every, write_corpus
@@ -153,10 +153,8 @@ def test_the_published_runs_are_not_judged_against_themselves(folders, capsys):
 def test_experiment_retrain_published_trains_the_published_recipe(positions, published):
     """experiment=retrain_published, as its header runs it, composes each published setting's
     recipe to the key, so that --retrained accepts its runs."""
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from rpr_nmt.cli.config_store import CONFIG_DIR
     from rpr_nmt.report.retrained import recipe
     from rpr_nmt.report.runs import Run, find_runs
 
@@ -166,8 +164,7 @@ def test_experiment_retrain_published_trains_the_published_recipe(positions, pub
         "experiment=retrain_published", f"positions={positions}", "train.seed=1",
         "train=cpu_short", "train.max_time_minutes=null", "train.max_steps=1400",
     ]  # fmt: skip
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        config = OmegaConf.to_container(compose("train", overrides=overrides), resolve=True)
+    config = OmegaConf.to_container(compose_command(overrides), resolve=True)
     assert config["train"]["arithmetic"] == 2  # what it retrains in; the published trained in 1
     assert recipe(Run(old.path, overrides, config, {})) == recipe(old)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
+from rpr_nmt.cli.config_store import to_job_config
 from rpr_nmt.config import TrainJobConfig
+from tests.conftest import compose_command
 from tests.forkrun import run_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,9 +86,7 @@ def tiny_overrides(corpus: Path, cache: Path, run_dir: Path, *extra: str) -> lis
 def compose_config(corpus: Path, cache: Path, *extra: str) -> TrainJobConfig:
     """The job config of the CLI's tiny overrides plus `extra`, as the trainer receives it."""
     overrides = [o for o in tiny_overrides(corpus, cache, Path("unused")) if "hydra." not in o]
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=[*overrides, *extra])
-    return to_job_config(cfg)
+    return to_job_config(compose_command([*overrides, *extra]))
 
 
 def train_curve(run_dir: Path) -> list[tuple[int, float]]:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.train import train
+from tests.conftest import compose_command
 
 from .conftest import tiny_overrides
 
@@ -36,8 +36,7 @@ def test_experiment_trains_one_step(experiment, corpus, cache_dir, tmp_path):
         "train.max_tokens=400", "train.update_freq=1", "train.valid_bleu_sentences=4",
         "train.evaluate_at_end=false", "train.device=cpu",
     ]  # fmt: skip
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
+    cfg = compose_command(overrides)
     summary = train(to_job_config(cfg), tmp_path / "run")
     assert summary["steps"] == 1
     assert summary["final_train_loss"] > 0

@@ -4,20 +4,19 @@ resumes exactly, and trains, evaluates and translates through the command lines.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from rpr_nmt.cli.config_store import CONFIG_DIR, to_job_config
 from rpr_nmt.config import position_methods
 from rpr_nmt.train import train
 from rpr_nmt.train.setup import check_model_settings
+from tests.conftest import command_env, compose_command
 from tests.forkrun import run_module
 
-from .conftest import REPO, compose_config, run_train, tiny_overrides, train_curve
+from .conftest import compose_config, run_train, tiny_overrides, train_curve
 
 # Each group's (absolute, relative) methods; the published names keep their meaning and k.
 GROUPS = {
@@ -43,13 +42,11 @@ def test_the_groups_are_the_ones_listed():
 @pytest.mark.parametrize("model", ["transformer_tiny", "transformer_small", "transformer_big"])
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_every_group_composes_over_every_model_with_its_meaning(group, model):
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = to_job_config(compose("train", overrides=[f"model={model}", f"positions={group}"]))
+    cfg = to_job_config(compose_command([f"model={model}", f"positions={group}"]))
     methods, k = GROUPS[group]
     check_model_settings(cfg.model)
     assert position_methods(cfg.model) == methods
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        plain = to_job_config(compose("train", overrides=[f"model={model}"]))
+    plain = to_job_config(compose_command([f"model={model}"]))
     assert cfg.model.max_relative_position == (
         plain.model.max_relative_position if k is None else k
     )
@@ -86,7 +83,7 @@ def test_the_command_lines_train_evaluate_and_translate(group, corpus, cache_dir
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((run_dir / "train_summary.json").read_text())
     assert summary["steps"] == 2 and summary["test_bleu"] is not None
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = command_env(OMP_NUM_THREADS="1")
     checkpoint = run_dir / "checkpoints" / "last.pt"
     evaluate = run_module(
         "rpr_nmt.cli.evaluate",

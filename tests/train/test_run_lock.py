@@ -6,6 +6,7 @@ import os
 import socket
 
 from rpr_nmt.checkpoint import run_folder_lock
+from tests.conftest import compose_command
 
 from .conftest import run_train, tiny_overrides
 
@@ -35,14 +36,11 @@ def test_torchruns_other_ranks_pass_the_busy_folder_check(tmp_path, monkeypatch)
     # Under torchrun every rank runs the Hydra callback; rank 0's trainer may already hold the lock
     # when rank 1 gets there, and rank 1 must not refuse its own job's folder.
     import pytest
-    from hydra import compose, initialize_config_dir
 
-    from rpr_nmt.cli.config_store import CONFIG_DIR
     from rpr_nmt.cli.run_folder import RefuseBusyRunFolder
 
     run_dir = tmp_path / "run"
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        config = compose("train", overrides=[f"hydra.run.dir={run_dir}"], return_hydra_config=True)
+    config = compose_command([f"hydra.run.dir={run_dir}"], hydra=True)
     with run_folder_lock(run_dir):
         monkeypatch.setenv("RANK", "1")
         RefuseBusyRunFolder().on_run_start(config)  # returns
