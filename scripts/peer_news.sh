@@ -74,24 +74,26 @@ for c in $(ls -t "$RUN"/model_step_*.pt); do  # the newest checkpoint that loads
   fi
 done
 [ -n "$CKPT" ] || { echo "peer_news: no loadable checkpoint in $RUN" >&2; exit 1; }
+STEP=$(basename "$CKPT" .pt)
+STEP=${STEP#model_step_}
 SPLITS=val
 [ "$TEST" = 1 ] && SPLITS="val test_2016_flickr"
 for split in $SPLITS; do
-  SUMMARY=$WORK/trans/$(basename "$RUN")_$(basename "$CKPT" .pt)_${split}_b4/summary.json
-  if [ "$SUMMARY" -nt "$CKPT" ] && grep -q "\"name\": \"$NAME\"" "$WORK/scores.jsonl" 2> /dev/null; then
+  case "$split" in val) SET=newstest2013;; *) SET=newstest2014;; esac  # the sets behind its split names
+  SUMMARY=$WORK/trans/$(basename "$RUN")_model_step_${STEP}_${split}_b4/summary.json
+  SCORED="{\"name\": \"$NAME\", \"split\": \"$SET\", \"steps\": $STEP,"  # its line's start
+  if [ "$SUMMARY" -nt "$CKPT" ] && grep -qF "$SCORED" "$WORK/scores.jsonl" 2> /dev/null; then
     echo "== $split: this checkpoint is decoded and scored already ($SUMMARY)"
     continue
   fi
   echo "== beam 4 on $split ($(date -u +%T)), $CKPT"
   (cd "$PEER" && WORK=$WORK VENV=$PEERS/venv bash translate_bench.sh "$CKPT" "$split" 4 64) > "$WORK/translate.log" 2>&1
-  "$PY" - "$NAME" "$split" "$CKPT" "$SUMMARY" "$RUN.summary" "$*" >> "$WORK/scores.jsonl" <<'EOF'
-import json, re, sys
-name, split, ckpt, summary, train, options = sys.argv[1:7]
+  "$PY" - "$NAME" "$SET" "$STEP" "$SUMMARY" "$RUN.summary" "$*" >> "$WORK/scores.jsonl" <<'EOF'
+import json, sys
+name, test_set, steps, summary, train, options = sys.argv[1:7]
 scores = json.load(open(summary))
 trained = json.loads(open(train).read().splitlines()[-1])
-steps = int(re.search(r"model_step_(\d+)\.pt$", ckpt).group(1))
-test_set = {"val": "newstest2013", "test_2016_flickr": "newstest2014"}[split]
-print(json.dumps({"name": name, "split": test_set, "steps": steps, "bleu": round(scores["bleu"], 2),
+print(json.dumps({"name": name, "split": test_set, "steps": int(steps), "bleu": round(scores["bleu"], 2),
                   "chrf": round(scores["chrf"], 2), "options": options, "train": trained}))
 EOF
   tail -1 "$WORK/scores.jsonl"

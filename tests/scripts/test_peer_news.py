@@ -3,6 +3,7 @@ the peer is installed or anything is written."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -63,7 +64,8 @@ def test_a_split_scored_for_this_checkpoint_is_not_decoded_again(tmp_path):
     summary.parent.mkdir(parents=True)
     summary.write_text("{}")
     os.utime(checkpoint, (1, 1))  # older than its decoding
-    (work / "scores.jsonl").write_text('{"name": "base", "split": "newstest2013", "steps": 300}\n')
+    scored = {"name": "base", "split": "newstest2013", "steps": 300, "bleu": 1.0}  # its key order
+    (work / "scores.jsonl").write_text(json.dumps(scored) + "\n")
     done = peer_news(["base"], tmp_path)  # train_bench.sh and translate_bench.sh would exit 99
     assert done.returncode == 0, done.stderr
     assert "val: this checkpoint is decoded and scored already" in done.stdout
