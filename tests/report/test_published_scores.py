@@ -1,0 +1,103 @@
+"""The published runs' hypotheses re-score to the scores they claim: each hyp_<split>.txt under
+results/<sweep>/<run>/, scored afresh against the references of the run's corpus, gives the BLEU,
+chrF and tokenised BLEU of its eval_<split>.json and of its train_summary.json (which the reports
+table), one hypothesis per reference; and OpenNMT-py's hypotheses in results/peer_wmt_news_en_de
+re-score to the two-decimal BLEU and chrF of its score_<set>.json (scripts/peer_news.sh)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from sacrebleu.metrics import BLEU, CHRF
+
+from rpr_nmt.evaluate import corpus_bleu, paper_tokenize
+from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses
+from tests.conftest import REPO
+
+# make test re-scores the seed-1 run of each setting of the news ablation of k (the paper's own test
+# sets, 3,000 sentences each); pytest -m slow every published run.
+IN_MAKE_TEST = "ablate_k_wmt_news_en_de"
+RUNS = sorted(
+    {p.parent for p in (REPO / "results").glob("*/*/hyp_*.txt") if (p.parent / ".hydra").is_dir()}
+)
+
+
+def _in_make_test(run: Path) -> bool:
+    return run.parent.name == IN_MAKE_TEST and "train.seed=1," in run.name
+
+
+PUBLISHED = [
+    pytest.param(
+        p, id=f"{p.parent.name}/{p.name}", marks=[] if _in_make_test(p) else [pytest.mark.slow]
+    )
+    for p in RUNS
+]
+
+
+def _summary_prefix(run: Run, split: str) -> str | None:
+    """The prefix of the split's scores in train_summary.json: test_ or valid_ (None: neither)."""
+    data = run.config.get("data", {})
+    if split == run.test_split:
+        return "test_"
+    if split == str(data.get("valid_split", "valid")):
+        return "valid_"
+    return None
+
+
+def _scores(hyps: list[str], refs: list[str], tgt_lang: str) -> dict[str, float]:
+    """BLEU, chrF and tokenised BLEU as rpr_nmt.evaluate.score_corpus gives them (without TER)."""
+    tokenised = BLEU(tokenize="none", force=True).corpus_score(
+        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in refs]]
+    )
+    return {
+        "bleu": corpus_bleu(hyps, refs, tgt_lang),
+        "chrf": float(CHRF().corpus_score(hyps, [refs]).score),
+        "tokenized_bleu": float(tokenised.score),
+    }
+
+
+@pytest.mark.parametrize("folder", PUBLISHED)
+def test_published_hypotheses_rescore_to_their_claimed_scores(
+    folder: Path, shared_data, monkeypatch
+):
+    monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
+    (run,) = find_runs(folder)
+    tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+    for hyp_file in sorted(run.path.glob("hyp_*.txt")):
+        split = hyp_file.stem.removeprefix("hyp_")
+        refs = CorpusText().references(run, split)
+        hyps = read_hypotheses(run, split, len(refs))
+        lines = hyp_file.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+        assert len(lines) == len(refs), f"{hyp_file}: {len(lines)} lines, {len(refs)} references"
+        scores = _scores(hyps, refs, tgt_lang)
+        where = f"{hyp_file} re-scored"
+        claimed = json.loads((run.path / f"eval_{split}.json").read_text())
+        assert claimed["sentences"] == len(refs), where
+        for key, value in scores.items():
+            assert claimed[key] == pytest.approx(value, abs=1e-9), f"{where}: {key}"
+        prefix = _summary_prefix(run, split)
+        if prefix and f"{prefix}bleu" in run.summary:
+            for key, value in scores.items():
+                assert run.summary[f"{prefix}{key}"] == pytest.approx(value, abs=1e-9), where
+
+
+PEER_RUNS = sorted((REPO / "results" / "peer_wmt_news_en_de").glob("*/score_*.json"))
+
+
+@pytest.mark.parametrize("score", PEER_RUNS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_peers_hypotheses_rescore_to_their_claimed_scores(score: Path, shared_data):
+    claimed = json.loads(score.read_text())
+    news_set = score.stem.removeprefix("score_")  # newstest2013 or newstest2014
+    with gzip.open(
+        shared_data / "wmt_news_ende" / f"{news_set}.de.gz", "rt", encoding="utf-8"
+    ) as f:
+        refs = f.read().removesuffix("\n").split("\n")
+    hyp_file = score.parent / f"hyp_{news_set}.txt"
+    hyps = hyp_file.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+    assert len(hyps) == len(refs), f"{hyp_file}: {len(hyps)} lines, {len(refs)} references"
+    scores = _scores(hyps, refs, "de")
+    assert round(scores["bleu"], 2) == claimed["bleu"], f"{hyp_file} re-scored: bleu"
+    assert round(scores["chrf"], 2) == claimed["chrf"], f"{hyp_file} re-scored: chrf"
