@@ -7,6 +7,7 @@ from rpr_nmt.evaluate.bleu import (
     paper_tokenize,
     sacrebleu_bleu,
     score_corpus,
+    tokenized_bleu,
 )
 from rpr_nmt.evaluate.evaluator import detokenize, evaluate_split
 
@@ -19,4 +20,5 @@ __all__ = [
     "paper_tokenize",
     "sacrebleu_bleu",
     "score_corpus",
+    "tokenized_bleu",
 ]

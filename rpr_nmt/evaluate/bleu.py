@@ -85,6 +85,16 @@ def _loads(tokenize: str) -> bool:
     return True
 
 
+def tokenized_bleu(hyps: Sequence[str], streams: Sequence[Sequence[str]]) -> tuple[float, str]:
+    """BLEU on 13a-tokenized, compound-split text against each reference set in `streams`
+    (score_corpus's `tokenized_bleu`), and its signature: how it was computed."""
+    bleu = BLEU(tokenize="none", force=True)
+    score = bleu.corpus_score(
+        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in s] for s in streams]
+    )
+    return float(score.score), f"13a+compound-split(##AT##)|{bleu.get_signature().format()}"
+
+
 def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> float:
     """sacreBLEU alone (score_corpus's `bleu`, without chrF, TER and tokenized BLEU)."""
     if len(hyps) != len(refs):
@@ -132,11 +142,7 @@ def score_corpus(
     chrf_score = chrf.corpus_score(hyps, streams)
     ter = TER()
     ter_score = ter.corpus_score(hyps, streams)
-    tok_bleu = BLEU(tokenize="none", force=True)
-    tok_score = tok_bleu.corpus_score(
-        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in s] for s in streams]
-    )
-    tok_signature = f"13a+compound-split(##AT##)|{tok_bleu.get_signature().format()}"
+    tok_bleu, tok_signature = tokenized_bleu(hyps, streams)
     return Scores(
         bleu=float(bleu_score.score),
         signature=bleu.get_signature().format(),
@@ -144,7 +150,7 @@ def score_corpus(
         chrf_signature=chrf.get_signature().format(),
         ter=float(ter_score.score),
         ter_signature=ter.get_signature().format(),
-        tokenized_bleu=float(tok_score.score),
+        tokenized_bleu=tok_bleu,
         tokenized_signature=tok_signature,
         sentences=len(hyps),
     )

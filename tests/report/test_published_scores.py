@@ -6,15 +6,15 @@ re-score to the two-decimal BLEU and chrF of its score_<set>.json (scripts/peer_
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import pytest
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import CHRF
 
-from rpr_nmt.evaluate import corpus_bleu, paper_tokenize
-from rpr_nmt.report.runs import CorpusText, Run, find_runs, read_hypotheses
+from rpr_nmt.data.textfile import read_lines
+from rpr_nmt.evaluate import corpus_bleu, tokenized_bleu
+from rpr_nmt.report.runs import CorpusText, find_runs
 from tests.conftest import REPO
 
 # make test re-scores the two newstest2014 figures the README quotes: the news preset's own run and
@@ -38,25 +38,12 @@ PUBLISHED = [
 ]
 
 
-def _summary_prefix(run: Run, split: str) -> str | None:
-    """The prefix of the split's scores in train_summary.json: test_ or valid_ (None: neither)."""
-    data = run.config.get("data", {})
-    if split == run.test_split:
-        return "test_"
-    if split == str(data.get("valid_split", "valid")):
-        return "valid_"
-    return None
-
-
 def _scores(hyps: list[str], refs: list[str], tgt_lang: str) -> dict[str, float]:
     """BLEU, chrF and tokenised BLEU as rpr_nmt.evaluate.score_corpus gives them (without TER)."""
-    tokenised = BLEU(tokenize="none", force=True).corpus_score(
-        [paper_tokenize(h) for h in hyps], [[paper_tokenize(r) for r in refs]]
-    )
     return {
         "bleu": corpus_bleu(hyps, refs, tgt_lang),
         "chrf": float(CHRF().corpus_score(hyps, [refs]).score),
-        "tokenized_bleu": float(tokenised.score),
+        "tokenized_bleu": tokenized_bleu(hyps, [refs])[0],
     }
 
 
@@ -66,20 +53,19 @@ def test_published_hypotheses_rescore_to_their_claimed_scores(
 ):
     monkeypatch.setenv("RPR_NMT_DATA", str(shared_data))
     (run,) = find_runs(folder)
-    tgt_lang = str(run.config.get("data", {}).get("tgt_lang", ""))
+    data, text = run.data_config(), CorpusText()
+    prefixes = {data.valid_split: "valid_", data.test_split: "test_"}  # train_summary.json's
     for hyp_file in sorted(run.path.glob("hyp_*.txt")):
         split = hyp_file.stem.removeprefix("hyp_")
-        refs = CorpusText().references(run, split)
-        hyps = read_hypotheses(run, split, len(refs))
-        lines = hyp_file.read_text(encoding="utf-8").removesuffix("\n").split("\n")
-        assert len(lines) == len(refs), f"{hyp_file}: {len(lines)} lines, {len(refs)} references"
-        scores = _scores(hyps, refs, tgt_lang)
+        refs, hyps = text.references(run, split), read_lines(hyp_file)
+        assert len(hyps) == len(refs), f"{hyp_file}: {len(hyps)} lines, {len(refs)} references"
+        scores = _scores(hyps, refs, data.tgt_lang)
         where = f"{hyp_file} re-scored"
         claimed = json.loads((run.path / f"eval_{split}.json").read_text())
         assert claimed["sentences"] == len(refs), where
         for key, value in scores.items():
             assert claimed[key] == pytest.approx(value, abs=1e-9), f"{where}: {key}"
-        prefix = _summary_prefix(run, split)
+        prefix = prefixes.get(split)
         if prefix and f"{prefix}bleu" in run.summary:
             for key, value in scores.items():
                 assert run.summary[f"{prefix}{key}"] == pytest.approx(value, abs=1e-9), where
@@ -95,12 +81,9 @@ PEER_RUNS = [
 def test_the_peers_hypotheses_rescore_to_their_claimed_scores(score: Path, shared_data):
     claimed = json.loads(score.read_text())
     news_set = score.stem.removeprefix("score_")  # newstest2013 or newstest2014
-    with gzip.open(
-        shared_data / "wmt_news_ende" / f"{news_set}.de.gz", "rt", encoding="utf-8"
-    ) as f:
-        refs = f.read().removesuffix("\n").split("\n")
+    refs = read_lines(shared_data / "wmt_news_ende" / f"{news_set}.de.gz")
     hyp_file = score.parent / f"hyp_{news_set}.txt"
-    hyps = hyp_file.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+    hyps = read_lines(hyp_file)
     assert len(hyps) == len(refs), f"{hyp_file}: {len(hyps)} lines, {len(refs)} references"
     scores = _scores(hyps, refs, "de")
     assert round(scores["bleu"], 2) == claimed["bleu"], f"{hyp_file} re-scored: bleu"
