@@ -1,4 +1,5 @@
-"""`python -m rpr_nmt.cli.X ARGS` for the tests, forked from a process that has imported torch.
+"""`python -m rpr_nmt.cli.X ARGS` (and `python scripts/X.py ARGS`) for the tests, forked from a
+process that has imported torch.
 
 Most of a command's start-up is importing torch (about 2.5 s of 3 on a 2-core host), and the CLI
 tests start a few hundred commands. run_module does what
@@ -67,10 +68,15 @@ def child(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = [request["module"], *request["args"]]
     code = 0
     try:
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        if request["script"]:  # python SCRIPT ARGS: its folder first on the path, as python does
+            sys.argv = [request["script"], *request["args"]]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(request["script"])))
+            runpy.run_path(request["script"], run_name="__main__")
+        else:
+            sys.argv = [request["module"], *request["args"]]
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
     except SystemExit as stop:
         if stop.code is None:
             code = 0
@@ -156,8 +162,37 @@ def run_module(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `python -m MODULE ARGS` as subprocess.run(..., capture_output=True, text=True) would."""
+    target = {"module": module, "script": None}
+    return _run(["-m", module], target, args, cwd, env, stdin, timeout)
+
+
+def run_script(
+    script: Path | str,
+    args: list[str],
+    *,
+    cwd: Path | str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """Run `python SCRIPT ARGS` as subprocess.run(..., capture_output=True, text=True) would."""
+    target = {"module": None, "script": str(script)}
+    return _run([str(script)], target, args, cwd, env, stdin, timeout)
+
+
+def _run(
+    what: list[str],
+    target: dict[str, str | None],
+    args: list[str],
+    cwd: Path | str,
+    env: dict[str, str] | None,
+    stdin: str | None,
+    timeout: float | None,
+) -> subprocess.CompletedProcess:
+    """`python WHAT ARGS` (WHAT: -m MODULE, or SCRIPT; target names it for the server) forked
+    from a server, or run with subprocess.run where forking is off."""
     env = dict(os.environ if env is None else env)
-    command = [sys.executable, "-m", module, *args]
+    command = [sys.executable, *what, *args]
     if not forking():
         return subprocess.run(
             command, cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
@@ -168,7 +203,7 @@ def run_module(
         files = {name: Path(folder) / name for name in ("stdin", "stdout", "stderr")}
         files["stdin"].write_bytes((stdin or "").encode(encoding))
         server = _server_for(env)
-        request = {"module": module, "args": list(args), "cwd": str(cwd), "env": env}
+        request = target | {"args": list(args), "cwd": str(cwd), "env": env}
         server.send(request | {name: str(path) for name, path in files.items()})
         pid = server.receive()
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import forkrun
-from tests.forkrun import run_module
+from tests.forkrun import run_module, run_script
 
 COMMAND = """
 import os, sys, torch
@@ -30,8 +30,7 @@ def command(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("args", [["3", "ä=1"], []])
-@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize(("args", "threads"), [(["3", "ä=1"], "1"), ([], "2")])
 def test_a_forked_command_is_what_a_subprocess_would_be(command, monkeypatch, args, threads):
     env = {**os.environ, "RPR_NMT_PROBE": "x y", "OMP_NUM_THREADS": threads}
     stdin = "a line\nünïcode\n"
@@ -44,6 +43,34 @@ def test_a_forked_command_is_what_a_subprocess_would_be(command, monkeypatch, ar
     assert "env x y" in forked.stdout and "main __main__" in forked.stdout
     assert "stdin A LINE\nÜNÏCODE\n" in forked.stdout
     assert forked.stderr.startswith("to stderr\nwith a carriage return\n")
+
+
+SCRIPT = """
+import os, sys
+import sibling  # beside the script: python puts the script's folder first on the path
+print("cwd", os.getcwd(), "argv", sys.argv[1:], sys.argv[0].endswith("script_probe.py"))
+print("main", __name__, sibling.WORD, "stdin", sys.stdin.read().upper(), end="")
+sys.exit(4)
+"""
+
+
+def test_a_forked_script_is_what_python_script_would_be(command, monkeypatch):
+    (command / "sibling.py").write_text("WORD = 'sibling'\n")
+    (command / "script_probe.py").write_text(SCRIPT)
+    elsewhere = command / "elsewhere"
+    elsewhere.mkdir()
+    runs = {}
+    for fork in ("1", "0"):
+        monkeypatch.setenv("RPR_NMT_TEST_FORK", fork)
+        runs[fork] = run_script(command / "script_probe.py", ["b"], cwd=elsewhere, stdin="x\n")
+    forked, plain = runs["1"], runs["0"]
+    assert forked.returncode == plain.returncode == 4
+    assert (
+        forked.stdout
+        == plain.stdout
+        == f"cwd {elsewhere} argv ['b'] True\nmain __main__ sibling stdin X\n"
+    )
+    assert forked.stderr == plain.stderr == ""
 
 
 def test_a_command_past_its_timeout_is_killed(command):

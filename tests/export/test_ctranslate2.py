@@ -211,7 +211,8 @@ def logprob_differences(model, tok, out, src_ids, tgt_ids) -> list[float]:
 @pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
 def test_every_exportable_variant_scores_and_decodes_like_ours(tiny_bpe, tmp_path, overrides):
     torch.set_num_threads(1)
-    model = train_tiny(tiny_config(**overrides), tiny_bpe, steps=40)
+    # 20 updates: the twelve sentences already decode to 11-12 distinct outputs (40 gave no more).
+    model = train_tiny(tiny_config(**overrides), tiny_bpe, steps=20)
     out = export_ctranslate2(model, tiny_bpe, tmp_path / "m", max_positions=64)
     sources, targets = corpus(12, seed=13)
     src_ids, tgt_ids = ([tiny_bpe.encode(s) for s in side] for side in (sources, targets))

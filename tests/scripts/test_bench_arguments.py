@@ -3,11 +3,11 @@ naming the option), as argparse refuses the rest."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.forkrun import run_script
 
 SCRIPTS = Path(__file__).parents[2] / "scripts"
 
@@ -38,8 +38,6 @@ SCRIPTS = Path(__file__).parents[2] / "scripts"
 def test_a_count_that_times_nothing_is_refused_before_the_benchmark(script, args, named):
     # These used to warm up (minutes) and then end in a traceback (statistics of no rounds), or
     # exit 1 where argparse's errors exit 2.
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=120
-    )
+    done = run_script(SCRIPTS / script, args, cwd=SCRIPTS.parent, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stdout == "" and f"error: {named}" in done.stderr.splitlines()[-1]
