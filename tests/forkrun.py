@@ -5,7 +5,8 @@ Most of a command's start-up is importing torch (about 2.5 s of 3 on a 2-core ho
 tests start a few hundred commands. run_module does what
 `subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=stdin,
 capture_output=True, text=True, timeout=timeout)` does, but each command runs in a child forked
-from a server that imported torch, numpy, hydra, sacrebleu and sentencepiece once: a fresh process
+from a server that imported torch, numpy, hydra, sacrebleu and sentencepiece once (and
+torch._dynamo, which torch.optim imports on a trainer's first optimizer, 2.4 s): a fresh process
 all the same (its own pid, working directory, environment, standard streams, exit code; rpr_nmt
 and the command module are imported in the child, nothing of them is in the server).
 
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 NEUTRAL_PREFIXES = ("RPR_NMT_", "HYDRA_", "PYTEST_")
-PRELOADED = ("torch", "numpy", "hydra", "omegaconf", "sacrebleu", "sentencepiece")
+PRELOADED = ("torch", "torch._dynamo", "numpy", "hydra", "omegaconf", "sacrebleu", "sentencepiece")
 
 # What the server runs: import the slow libraries, then fork a child per request. Requests and
 # replies are length-prefixed pickles on the server's stdin and stdout.
