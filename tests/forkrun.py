@@ -9,6 +9,7 @@ from a server that imported torch, numpy, hydra, sacrebleu and sentencepiece onc
 torch._dynamo, which torch.optim imports on a trainer's first optimizer, 2.4 s): a fresh process
 all the same (its own pid, working directory, environment, standard streams, exit code; rpr_nmt
 and the command module are imported in the child, nothing of them is in the server).
+run_script does the same for `python SCRIPT ARGS`, the script's folder first on the path.
 
 Environment variables that libraries read when they load (OMP_NUM_THREADS, ATEN_CPU_CAPABILITY...)
 must be the child's from the start, so each distinct environment gets its own server, apart from
