@@ -164,8 +164,7 @@ def run_module(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `python -m MODULE ARGS` as subprocess.run(..., capture_output=True, text=True) would."""
-    target = {"module": module, "script": None}
-    return _run(["-m", module], target, args, cwd, env, stdin, timeout)
+    return _run({"module": module, "script": None}, args, cwd, env, stdin, timeout)
 
 
 def run_script(
@@ -178,12 +177,10 @@ def run_script(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `python SCRIPT ARGS` as subprocess.run(..., capture_output=True, text=True) would."""
-    target = {"module": None, "script": str(script)}
-    return _run([str(script)], target, args, cwd, env, stdin, timeout)
+    return _run({"module": None, "script": str(script)}, args, cwd, env, stdin, timeout)
 
 
 def _run(
-    what: list[str],
     target: dict[str, str | None],
     args: list[str],
     cwd: Path | str,
@@ -191,9 +188,10 @@ def _run(
     stdin: str | None,
     timeout: float | None,
 ) -> subprocess.CompletedProcess:
-    """`python WHAT ARGS` (WHAT: -m MODULE, or SCRIPT; target names it for the server) forked
-    from a server, or run with subprocess.run where forking is off."""
+    """`python -m MODULE ARGS` or `python SCRIPT ARGS` (target: the one of the two it names)
+    forked from a server, or run with subprocess.run where forking is off."""
     env = dict(os.environ if env is None else env)
+    what = ["-m", target["module"]] if target["module"] else [target["script"]]
     command = [sys.executable, *what, *args]
     if not forking():
         return subprocess.run(
