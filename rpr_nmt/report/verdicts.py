@@ -169,9 +169,9 @@ def _too_weak(base: Row, judged: Sequence[Row]) -> str:
     if score is None or score.mean < QUALITY_FLOOR:
         bleu = "no test BLEU" if score is None else f"test BLEU {score.mean:.1f}"
         return (
-            f"the baseline, {base.label}, has {bleu}, below the floor of {QUALITY_FLOOR:g} at which "
-            "claims are judged (under it a comparison tells how far training got, not what the "
-            "positions do): train longer"
+            f"the baseline, {base.label}, has {bleu}, below the floor of {QUALITY_FLOOR:g} at "
+            "which claims are judged (under it a comparison tells how far training got, not what "
+            "the positions do): train longer"
         )
     stopped = [str(run.path.name) for row in (base, *judged) for run in row.runs if run.unfinished]
     if stopped:
