@@ -21,9 +21,10 @@ it; a claim of no difference ("k >= 2 is flat") holds when no seed pair finds on
 told when the seeds disagree; a one-sided claim ("a^K alone is enough": no loss) holds when no seed
 pair finds the difference it excludes. A claim whose baseline or judged settings a sweep lacks is
 not judged for that sweep. A verdict on one seed rests on one training run: the evidence names the
-seeds. Two models that translate nothing are "the same" by every test: a claim is judged only when
-its baseline reaches QUALITY_FLOOR test BLEU and no run it compares stopped short of its budget;
-else it cannot be told at this budget.
+seeds. Two models that translate nothing are "the same" by every test, and a baseline far from
+translating well measures how far training got rather than its positions: a claim is judged only
+when its baseline reaches QUALITY_FLOOR test BLEU and no run it compares stopped short of its
+budget; else it cannot be told at this budget.
 """
 
 from __future__ import annotations
